@@ -1,0 +1,32 @@
+#pragma once
+// What a collective call is, as the runtime records it: for failure reports (the
+// last collective a rank entered) and for fingerprints (--check-collectives).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/parallel/topology.h"
+
+namespace parity {
+
+enum class CollectiveOp : std::int8_t { all_reduce, all_gather, reduce_scatter, broadcast, barrier };
+enum class ReduceOp : std::int8_t { sum, max, min };
+
+std::string_view to_string(CollectiveOp op);
+std::string_view to_string(ReduceOp op);
+
+struct CollectiveCall {
+  CollectiveOp op = CollectiveOp::barrier;
+  ReduceOp reduce = ReduceOp::sum;  // meaningful for all_reduce / reduce_scatter
+  Axis axis = Axis::world;
+  std::int8_t dtype = -1;           // c10::ScalarType as int; -1 for barrier
+  std::vector<std::int64_t> shape;
+  std::int64_t dim = 0;             // gather/scatter dim, broadcast root
+  std::int64_t sequence = 0;        // per-communicator call number, from 0
+
+  // "all_reduce(sum) on tp, float32 [2, 3], #4"
+  std::string describe() const;
+  bool same_call(const CollectiveCall& other) const;  // everything but nothing ignored
+};
+
+}  // namespace parity

@@ -1,0 +1,78 @@
+#pragma once
+// The communicator of one axis group of one rank, as the model and the metrics
+// see it. Mirrors c10d's split: `Communicator` (here, backend-agnostic) does the
+// bookkeeping every backend needs (sequence numbers, last-collective status,
+// fingerprint checks, empty-group shortcuts), and forwards the data movement to a
+// `CollectiveTransport` that a backend implements (reference/: Gloo; cuda/: NCCL).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "harness/parallel/collective.h"
+
+namespace at {
+class Tensor;
+}
+
+namespace parity {
+
+class RankStatus;  // harness/parallel/rank_status.h
+
+// Data movement only. Tensors are contiguous; results are new tensors unless
+// stated. Every call blocks until done or throws (timeout included).
+class CollectiveTransport {
+ public:
+  virtual ~CollectiveTransport() = default;
+  virtual int rank() const = 0;  // rank within the group
+  virtual int size() const = 0;
+  virtual at::Tensor all_reduce(const at::Tensor& input, ReduceOp op) = 0;
+  // Equal shapes on every rank; result is the concatenation along `dim`.
+  virtual at::Tensor all_gather(const at::Tensor& input, std::int64_t dim) = 0;
+  // input.size(dim) divisible by size(); result is this rank's reduced chunk.
+  virtual at::Tensor reduce_scatter(const at::Tensor& input, std::int64_t dim, ReduceOp op) = 0;
+  virtual at::Tensor broadcast(const at::Tensor& input, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+struct CommunicatorOptions {
+  bool check_collectives = false;  // exchange fingerprints before every collective
+};
+
+class Communicator {
+ public:
+  Communicator(Axis axis, std::vector<int> global_ranks, int rank_in_group,
+               std::unique_ptr<CollectiveTransport> transport, RankStatus* status,
+               CommunicatorOptions options);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  Axis axis() const { return axis_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(global_ranks_.size()); }
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  std::int64_t calls_issued() const { return sequence_; }
+
+  at::Tensor all_reduce(const at::Tensor& input, ReduceOp op);
+  at::Tensor all_gather(const at::Tensor& input, std::int64_t dim);
+  at::Tensor reduce_scatter(const at::Tensor& input, std::int64_t dim, ReduceOp op);
+  at::Tensor broadcast(const at::Tensor& input, int root);
+  void barrier();
+
+ private:
+  // Records the call as this rank's last collective and, when checking, compares
+  // fingerprints across the group (throws CollectiveMismatch naming both ranks).
+  void enter(CollectiveCall call);
+  void leave();
+
+  Axis axis_;
+  std::vector<int> global_ranks_;
+  int rank_;
+  std::unique_ptr<CollectiveTransport> transport_;  // null when size() == 1
+  RankStatus* status_;
+  CommunicatorOptions options_;
+  std::int64_t sequence_ = 0;
+};
+
+}  // namespace parity

@@ -1,0 +1,12 @@
+// Precompiled header: the heavy, stable headers only. Never include this
+// directly; CMake force-includes it.
+#pragma once
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
