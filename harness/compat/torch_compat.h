@@ -3,6 +3,9 @@
 // Debian's LibTorch 1.13 (CPU machines) and pip torch's LibTorch 2.x (GPU machines).
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <chrono>
+#include <cstddef>
+
 #define PARITY_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||         \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -11,6 +14,28 @@ namespace parity::compat {
 // Gloo in 1.13 has no reduce_scatter / _allgather_base and no bf16 or AVG;
 // 2.x Gloo has reduce_scatter on CPU for some dtypes. The reference transport
 // keeps one portable path and uses the native call only where this says so.
-inline constexpr bool kGlooHasReduceScatter = PARITY_TORCH_AT_LEAST(2, 0);
+// Upstream ProcessGroupGloo::reduce_scatter throws "does not support
+// reduce_scatter" in 1.13 and in the 2.x releases checked (DTensor falls back
+// to all-reduce + chunk for Gloo too), so this stays false until a release with
+// a native CPU reduce_scatter is verified; then put its version here.
+inline constexpr bool kGlooHasReduceScatter = false;
 inline constexpr bool kGlooHasBFloat16 = PARITY_TORCH_AT_LEAST(2, 0);
+}  // namespace parity::compat
+
+namespace parity::compat {
+// c10d::TCPStoreOptions for a TCPStore rendezvous. 1.13 and 2.x both take
+// TCPStore(host, TCPStoreOptions) with these fields (2.x adds more, e.g.
+// useLibUV, whose defaults we keep). A template so this header needs no c10d
+// include: call it as tcp_store_options<c10d::TCPStoreOptions>(...).
+template <typename TCPStoreOptionsT>
+TCPStoreOptionsT tcp_store_options(unsigned short port, int world_size, bool is_server,
+                                   std::chrono::milliseconds timeout) {
+  TCPStoreOptionsT o;
+  o.port = port;
+  o.isServer = is_server;
+  o.numWorkers = static_cast<std::size_t>(world_size);
+  o.waitWorkers = false;  // ranks wait for each other in the store, with the timeout
+  o.timeout = timeout;
+  return o;
+}
 }  // namespace parity::compat

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "harness/parallel/collective.h"
@@ -60,11 +61,23 @@ class Communicator {
   at::Tensor broadcast(const at::Tensor& input, int root);
   void barrier();
 
+  // "tp group [0, 1]" (global ranks), as error messages name the group.
+  std::string group_label() const;
+
  private:
   // Records the call as this rank's last collective and, when checking, compares
   // fingerprints across the group (throws CollectiveMismatch naming both ranks).
   void enter(CollectiveCall call);
   void leave();
+  // Throws std::invalid_argument naming the call when the arguments are bad
+  // (undefined tensor, dim out of range, reduce_scatter size not divisible,
+  // broadcast root outside the group). Nothing is sent.
+  void check_input(const at::Tensor& input, CollectiveOp op, std::int64_t dim,
+                   ReduceOp reduce) const;
+  // Numbers the call, enters it, moves the data (transfer on the transport, or
+  // local() for a group of one), leaves it; rethrows failures with the call.
+  template <typename Transfer, typename Local>
+  at::Tensor run(CollectiveCall call, Transfer&& transfer, Local&& local);
 
   Axis axis_;
   std::vector<int> global_ranks_;

@@ -27,6 +27,12 @@ struct RankStatusRecord {
 class RankStatus {
  public:
   explicit RankStatus(RankStatusRecord* record) : record_(record) {}
+  // Puts a record into its initial state (starting, no text) for `rank`. A
+  // zero-filled record (value-initialized, or a fresh mmap) is already valid.
+  static void reset(RankStatusRecord* record, int rank);
+  // The steady clock progress_ms() is measured on (ms since its epoch).
+  static std::int64_t now_ms();
+  int rank() const { return record_->rank; }
   void set_state(RankState state);
   RankState state() const;
   void enter_collective(const CollectiveCall& call);

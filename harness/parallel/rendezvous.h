@@ -12,18 +12,30 @@ class Rendezvous {
  public:
   struct Store;  // holds a c10::intrusive_ptr<c10d::Store>; see rendezvous_store.h
 
+  // How long a rank waits in the store for the others (group creation) unless
+  // told otherwise; collectives have their own timeout (GroupOptions).
+  static constexpr std::chrono::milliseconds kDefaultTimeout{60000};
+
   // One in-memory store shared by every thread rank of this process.
-  static std::shared_ptr<Rendezvous> in_process();
-  // A FileStore at `path` (the file is created by the first rank).
-  static std::shared_ptr<Rendezvous> file(const std::string& path, int world_size);
+  static std::shared_ptr<Rendezvous> in_process(
+      std::chrono::milliseconds timeout = kDefaultTimeout);
+  // A FileStore at `path` (the file is created by the first rank). Throws
+  // RendezvousError naming the path when it cannot be opened.
+  static std::shared_ptr<Rendezvous> file(const std::string& path, int world_size,
+                                          std::chrono::milliseconds timeout = kDefaultTimeout);
   // A TCPStore; rank 0 (is_master) binds host:port, the others connect. A bind or
   // connect failure throws RendezvousError saying which, host and port included.
+  // Port 0 on the master binds an ephemeral port: read it back with port().
   static std::shared_ptr<Rendezvous> tcp(const std::string& host, int port, int world_size,
                                          bool is_master, std::chrono::milliseconds timeout);
 
   explicit Rendezvous(std::unique_ptr<Store> store);
   ~Rendezvous();
   const Store& store() const { return *store_; }
+  // "in-process HashStore", "FileStore /tmp/x/store", "TCPStore 127.0.0.1:41234 (master)".
+  std::string describe() const;
+  // The TCPStore's port (the bound one when 0 was asked for); -1 for other stores.
+  int port() const;
 
  private:
   std::unique_ptr<Store> store_;

@@ -1,0 +1,121 @@
+#include "harness/parallel/rank_status.h"
+
+#include <chrono>
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+namespace parity {
+
+std::string_view to_string(RankState state) {
+  switch (state) {
+    case RankState::starting: return "starting";
+    case RankState::running: return "running";
+    case RankState::in_collective: return "in_collective";
+    case RankState::finished: return "finished";
+    case RankState::failed: return "failed";
+  }
+  return "?";
+}
+
+namespace {
+
+std::int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Seqlock over the record's text fields. Writers make `version` odd while they
+// write (a CAS, so concurrent writers serialize); readers retry until they see
+// the same even version before and after their copy. The text copies are plain
+// memcpy between fences: the usual seqlock idiom (readers discard torn copies).
+// A writer that died mid-write (processes mode: a crashed child) leaves the
+// version odd forever; readers then give up after a bounded number of tries
+// and return what they copied, which is NUL-terminated in any case.
+template <std::size_t N>
+void write_text(RankStatusRecord& r, char (&field)[N], const std::string& text) {
+  std::uint32_t v = r.version.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((v & 1u) == 0 &&
+        r.version.compare_exchange_weak(v, v + 1, std::memory_order_acquire,
+                                        std::memory_order_relaxed))
+      break;
+    std::this_thread::yield();
+    v = r.version.load(std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  const std::size_t n = std::min(text.size(), N - 1);
+  std::memcpy(field, text.data(), n);
+  field[n] = '\0';
+  r.version.store(v + 2, std::memory_order_release);
+}
+
+template <std::size_t N>
+std::string read_text(const RankStatusRecord& r, const char (&field)[N]) {
+  char copy[N];
+  for (int attempt = 0;; ++attempt) {
+    const std::uint32_t before = r.version.load(std::memory_order_acquire);
+    std::memcpy(copy, field, N);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const std::uint32_t after = r.version.load(std::memory_order_relaxed);
+    if ((before == after && (before & 1u) == 0) || attempt >= 10000) break;
+    if (attempt > 100) std::this_thread::yield();
+  }
+  copy[N - 1] = '\0';
+  return std::string(copy);
+}
+
+}  // namespace
+
+void RankStatus::reset(RankStatusRecord* record, int rank) {
+  record->state.store(static_cast<std::int32_t>(RankState::starting), std::memory_order_relaxed);
+  record->progress_ms.store(steady_ms(), std::memory_order_relaxed);
+  record->version.store(0, std::memory_order_relaxed);
+  record->rank = rank;
+  record->last_collective[0] = '\0';
+  record->error[0] = '\0';
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+void RankStatus::set_state(RankState state) {
+  record_->state.store(static_cast<std::int32_t>(state), std::memory_order_release);
+  mark_progress();
+}
+
+RankState RankStatus::state() const {
+  return static_cast<RankState>(record_->state.load(std::memory_order_acquire));
+}
+
+void RankStatus::enter_collective(const CollectiveCall& call) {
+  write_text(*record_, record_->last_collective, call.describe());
+  set_state(RankState::in_collective);
+}
+
+void RankStatus::leave_collective() {
+  // The last collective stays recorded: a report names the last one entered.
+  set_state(RankState::running);
+}
+
+void RankStatus::mark_progress() {
+  record_->progress_ms.store(steady_ms(), std::memory_order_release);
+}
+
+void RankStatus::set_error(const std::string& message) {
+  write_text(*record_, record_->error, message);
+  mark_progress();
+}
+
+std::string RankStatus::last_collective() const {
+  return read_text(*record_, record_->last_collective);
+}
+
+std::string RankStatus::error() const { return read_text(*record_, record_->error); }
+
+std::int64_t RankStatus::progress_ms() const {
+  return record_->progress_ms.load(std::memory_order_acquire);
+}
+
+std::int64_t RankStatus::now_ms() { return steady_ms(); }
+
+}  // namespace parity

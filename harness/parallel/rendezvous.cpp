@@ -1,0 +1,94 @@
+#include "harness/parallel/rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "harness/compat/torch_compat.h"
+#include "harness/parallel/errors.h"
+#include "harness/parallel/rendezvous_store.h"
+
+namespace parity {
+
+namespace {
+
+std::string plain_message(const std::exception& e) {
+  std::string m;
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e))
+    m = c10e->what_without_backtrace();
+  else
+    m = e.what();
+  // One line: c10 messages may carry a second line of context.
+  if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+  return m;
+}
+
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+std::string ms(std::chrono::milliseconds t) { return std::to_string(t.count()) + " ms"; }
+
+}  // namespace
+
+Rendezvous::Rendezvous(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+Rendezvous::~Rendezvous() = default;
+
+std::string Rendezvous::describe() const { return store_->description; }
+int Rendezvous::port() const { return store_->port; }
+
+std::shared_ptr<Rendezvous> Rendezvous::in_process(std::chrono::milliseconds timeout) {
+  auto s = std::make_unique<Store>();
+  s->store = c10::make_intrusive<c10d::HashStore>();
+  s->store->setTimeout(timeout);
+  s->description = "in-process HashStore";
+  return std::make_shared<Rendezvous>(std::move(s));
+}
+
+std::shared_ptr<Rendezvous> Rendezvous::file(const std::string& path, int world_size,
+                                             std::chrono::milliseconds timeout) {
+  if (world_size < 1) throw std::invalid_argument("FileStore: world size must be >= 1");
+  auto s = std::make_unique<Store>();
+  try {
+    s->store = c10::make_intrusive<c10d::FileStore>(path, world_size);
+  } catch (const std::exception& e) {
+    throw RendezvousError("cannot open FileStore " + path + ": " + plain_message(e));
+  }
+  s->store->setTimeout(timeout);
+  s->description = "FileStore " + path;
+  return std::make_shared<Rendezvous>(std::move(s));
+}
+
+std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, int world_size,
+                                            bool is_master, std::chrono::milliseconds timeout) {
+  if (port < 0 || port > 65535)
+    throw RendezvousError("TCPStore port " + std::to_string(port) + " is not a port (0-65535)");
+  if (!is_master && port == 0)
+    throw RendezvousError("cannot connect to TCPStore on " + host +
+                          ":0: a worker needs the master's actual port");
+  if (world_size < 1) throw std::invalid_argument("TCPStore: world size must be >= 1");
+  const std::string where = host + ":" + std::to_string(port);
+  auto s = std::make_unique<Store>();
+  try {
+    s->store = c10::make_intrusive<c10d::TCPStore>(
+        host, compat::tcp_store_options<c10d::TCPStoreOptions>(
+                  static_cast<std::uint16_t>(port), world_size, is_master, timeout));
+  } catch (const std::exception& e) {
+    const std::string m = plain_message(e);
+    if (is_master) {
+      std::string why = m;
+      if (contains(m, "ddress already in use")) why = "address in use";
+      else if (contains(m, "annot assign requested address")) why = "no such local address";
+      throw RendezvousError("cannot bind TCPStore on " + where + ": " + why);
+    }
+    std::string why = m;
+    if (contains(m, "timed out") || contains(m, "imeout"))
+      why = "nobody answered within " + ms(timeout) + " (" + m + ")";
+    throw RendezvousError("cannot connect to TCPStore on " + where + ": " + why);
+  }
+  auto* tcp = static_cast<c10d::TCPStore*>(s->store.get());
+  s->port = tcp->getPort();
+  s->description = "TCPStore " + host + ":" + std::to_string(s->port) +
+                   (is_master ? " (master)" : " (worker)");
+  return std::make_shared<Rendezvous>(std::move(s));
+}
+
+}  // namespace parity
