@@ -1,0 +1,255 @@
+// Communicator bookkeeping without a network: descriptions, RankStatus, size-1
+// groups, argument validation, error wrapping (a fake transport).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <thread>
+
+#include "harness/parallel/collective.h"
+#include "harness/parallel/communicator.h"
+#include "harness/parallel/errors.h"
+#include "harness/parallel/process_groups.h"
+#include "harness/parallel/rank_status.h"
+#include "harness/parallel/rendezvous.h"
+
+namespace parity {
+namespace {
+
+TEST(CollectiveCall, DescribeNamesOpAxisDtypeShapeAndSequence) {
+  CollectiveCall c;
+  c.op = CollectiveOp::all_reduce;
+  c.reduce = ReduceOp::sum;
+  c.axis = Axis::tp;
+  c.dtype = static_cast<std::int8_t>(at::kFloat);
+  c.shape = {2, 3};
+  c.sequence = 4;
+  EXPECT_EQ(c.describe(), "all_reduce(sum) on tp, float32 [2, 3], #4");
+  c.op = CollectiveOp::all_gather;
+  c.dim = 1;
+  c.dtype = static_cast<std::int8_t>(at::kBFloat16);
+  EXPECT_EQ(c.describe(), "all_gather(dim 1) on tp, bfloat16 [2, 3], #4");
+  c.op = CollectiveOp::reduce_scatter;
+  c.reduce = ReduceOp::min;
+  c.axis = Axis::dp;
+  c.dtype = static_cast<std::int8_t>(at::kDouble);
+  EXPECT_EQ(c.describe(), "reduce_scatter(min, dim 1) on dp, float64 [2, 3], #4");
+  c.op = CollectiveOp::broadcast;
+  c.shape = {};
+  c.dtype = static_cast<std::int8_t>(at::kLong);
+  EXPECT_EQ(c.describe(), "broadcast(root 1) on dp, int64 [], #4");
+  CollectiveCall b;
+  b.axis = Axis::world;
+  b.sequence = 9;
+  EXPECT_EQ(b.describe(), "barrier on world, #9");
+  EXPECT_TRUE(b.same_call(b));
+  CollectiveCall b2 = b;
+  b2.sequence = 10;
+  EXPECT_FALSE(b.same_call(b2));
+  EXPECT_EQ(to_string(CollectiveOp::reduce_scatter), "reduce_scatter");
+  EXPECT_EQ(to_string(ReduceOp::max), "max");
+  EXPECT_EQ(to_string(RankState::in_collective), "in_collective");
+}
+
+TEST(RankStatus, RecordsStateLastCollectiveErrorAndProgress) {
+  RankStatusRecord record{};
+  RankStatus::reset(&record, 3);
+  RankStatus s(&record);
+  EXPECT_EQ(s.rank(), 3);
+  EXPECT_EQ(s.state(), RankState::starting);
+  EXPECT_EQ(s.last_collective(), "");
+  EXPECT_EQ(s.error(), "");
+  const auto before = s.progress_ms();
+  EXPECT_LE(before, RankStatus::now_ms());
+  CollectiveCall c;
+  c.axis = Axis::cp;
+  c.sequence = 2;
+  s.enter_collective(c);
+  EXPECT_EQ(s.state(), RankState::in_collective);
+  EXPECT_EQ(s.last_collective(), "barrier on cp, #2");
+  EXPECT_GE(s.progress_ms(), before);
+  s.leave_collective();
+  EXPECT_EQ(s.state(), RankState::running);
+  EXPECT_EQ(s.last_collective(), "barrier on cp, #2");  // the last one entered stays
+  s.set_error(std::string(2000, 'x'));                   // truncated, NUL-terminated
+  EXPECT_EQ(s.error(), std::string(sizeof(record.error) - 1, 'x'));
+  s.set_state(RankState::failed);
+  EXPECT_EQ(s.state(), RankState::failed);
+}
+
+TEST(RankStatus, ReadersNeverSeeATornLastCollective) {
+  RankStatusRecord record{};
+  RankStatus writer(&record);
+  const std::string a(200, 'a'), b(230, 'b');
+  writer.set_error(a);
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    for (int i = 0; !stop.load(); ++i) writer.set_error(i % 2 ? a : b);
+  });
+  int torn = 0;
+  const RankStatus reader(&record);
+  for (int i = 0; i < 20000; ++i) {
+    const std::string e = reader.error();
+    if (e != a && e != b) ++torn;
+  }
+  stop = true;
+  t.join();
+  EXPECT_EQ(torn, 0);
+}
+
+// A transport that plays a group of `size` where every other rank holds the
+// same data, and can be told to fail.
+class FakeTransport : public CollectiveTransport {
+ public:
+  FakeTransport(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  at::Tensor all_reduce(const at::Tensor& x, ReduceOp op) override {
+    fail_if_told();
+    return op == ReduceOp::sum ? x * size_ : x.clone();
+  }
+  at::Tensor all_gather(const at::Tensor& x, std::int64_t dim) override {
+    ++gathers;
+    fail_if_told();
+    return at::cat(std::vector<at::Tensor>(size_, x), dim);
+  }
+  at::Tensor reduce_scatter(const at::Tensor& x, std::int64_t dim, ReduceOp op) override {
+    fail_if_told();
+    return x.chunk(size_, dim)[rank_] * (op == ReduceOp::sum ? size_ : 1);
+  }
+  at::Tensor broadcast(const at::Tensor& x, int) override {
+    fail_if_told();
+    return x.clone();
+  }
+  void barrier() override { fail_if_told(); }
+
+  int fail = 0;  // 1: runtime_error, 2: CollectiveTimeout
+  int gathers = 0;
+
+ private:
+  void fail_if_told() {
+    if (fail == 1) throw std::runtime_error("peer went away");
+    if (fail == 2) throw CollectiveTimeout("gloo all_reduce on tp timed out after 1000 ms");
+  }
+  int rank_, size_;
+};
+
+TEST(Communicator, SizeOneGroupsNeedNoTransportAndReturnNewTensors) {
+  RankStatusRecord record{};
+  RankStatus status(&record);
+  CommunicatorOptions opts;
+  opts.check_collectives = true;  // nothing to compare with in a group of one
+  Communicator c(Axis::cp, {5}, 0, nullptr, &status, opts);
+  at::Tensor x = at::arange(6, at::kFloat).reshape({2, 3});
+  for (at::Tensor y : {c.all_reduce(x, ReduceOp::sum), c.all_gather(x, 1),
+                       c.reduce_scatter(x, 0, ReduceOp::max), c.broadcast(x, 0)}) {
+    EXPECT_TRUE(at::equal(y, x));
+    EXPECT_NE(y.data_ptr(), x.data_ptr());
+  }
+  c.barrier();
+  EXPECT_EQ(c.calls_issued(), 5);
+  EXPECT_EQ(status.last_collective(), "barrier on cp, #4");
+  EXPECT_EQ(c.group_label(), "cp group [5]");
+}
+
+TEST(Communicator, ResultsCarryNoAutogradHistory) {
+  Communicator c(Axis::tp, {0}, 0, nullptr, nullptr, {});
+  at::Tensor x = at::ones({3}).set_requires_grad(true);
+  EXPECT_FALSE(c.all_reduce(x, ReduceOp::sum).requires_grad());
+}
+
+TEST(Communicator, ABadArgumentThrowsNamingTheCallAndSendsNothing) {
+  auto t = std::make_unique<FakeTransport>(0, 2);
+  FakeTransport* fake = t.get();
+  CommunicatorOptions opts;
+  opts.check_collectives = true;
+  Communicator c(Axis::tp, {0, 1}, 0, std::move(t), nullptr, opts);
+  try {
+    c.reduce_scatter(at::ones({5, 2}), 0, ReduceOp::sum);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "reduce_scatter(sum, dim 0) on tp, float32 [5, 2], #0 on tp group [0, 1]: size 5 "
+              "of dim 0 is not divisible by the group size 2");
+  }
+  EXPECT_THROW(c.all_gather(at::ones({2}), 1), std::invalid_argument);
+  EXPECT_THROW(c.broadcast(at::ones({2}), 2), std::invalid_argument);
+  EXPECT_THROW(c.all_reduce(at::Tensor(), ReduceOp::sum), std::invalid_argument);
+  EXPECT_EQ(c.calls_issued(), 0);
+  EXPECT_EQ(fake->gathers, 0);
+  // Negative dims are normalized (and the fingerprint exchange ran once).
+  EXPECT_EQ(c.all_gather(at::ones({2, 3}), -1).sizes(), (std::vector<std::int64_t>{2, 6}));
+  EXPECT_EQ(fake->gathers, 2);
+  EXPECT_EQ(c.reduce_scatter(at::ones({2, 4}), -1, ReduceOp::sum).sizes(),
+            (std::vector<std::int64_t>{2, 2}));
+}
+
+TEST(Communicator, TransportFailuresAreRethrownWithTheCall) {
+  auto t = std::make_unique<FakeTransport>(1, 2);
+  FakeTransport* fake = t.get();
+  RankStatusRecord record{};
+  RankStatus status(&record);
+  Communicator c(Axis::tp, {6, 7}, 1, std::move(t), &status, {});
+  c.barrier();
+  fake->fail = 1;
+  try {
+    c.all_reduce(at::ones({4}), ReduceOp::sum);
+    ADD_FAILURE() << "no exception";
+  } catch (const CollectiveTimeout&) {
+    ADD_FAILURE() << "not a timeout";
+  } catch (const CollectiveError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "peer went away (in all_reduce(sum) on tp, float32 [4], #1, tp group [6, 7], "
+              "global rank 7)");
+  }
+  EXPECT_EQ(status.state(), RankState::in_collective);
+  EXPECT_EQ(status.last_collective(), "all_reduce(sum) on tp, float32 [4], #1");
+  fake->fail = 2;
+  EXPECT_THROW(c.all_gather(at::ones({4}), 0), CollectiveTimeout);
+  EXPECT_EQ(c.calls_issued(), 3);
+}
+
+TEST(Communicator, ConstructionChecksTheGroup) {
+  EXPECT_THROW(Communicator(Axis::tp, {0, 1}, 0, nullptr, nullptr, {}), std::invalid_argument);
+  EXPECT_THROW(Communicator(Axis::tp, {0, 1}, 2, std::make_unique<FakeTransport>(0, 2), nullptr, {}),
+               std::invalid_argument);
+  EXPECT_THROW(Communicator(Axis::tp, {0, 1}, 0, std::make_unique<FakeTransport>(1, 2), nullptr, {}),
+               std::invalid_argument);
+}
+
+class NeverCalledFactory : public TransportFactory {
+ public:
+  std::unique_ptr<CollectiveTransport> create(const Rendezvous&, const std::string& name, int,
+                                              int, std::chrono::milliseconds) override {
+    throw std::logic_error("transport requested for " + name);
+  }
+};
+
+TEST(ProcessGroups, AWorldOfOneBuildsFourGroupsWithoutTransports) {
+  auto rdv = Rendezvous::in_process();
+  EXPECT_EQ(rdv->describe(), "in-process HashStore");
+  EXPECT_EQ(rdv->port(), -1);
+  NeverCalledFactory factory;
+  RankGroups g = make_rank_groups(ParallelTopology(1, 1, 1), 0, *rdv, factory, nullptr, {});
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
+    EXPECT_EQ(g.get(axis).size(), 1);
+    EXPECT_EQ(g.get(axis).axis(), axis);
+    EXPECT_TRUE(at::equal(g.get(axis).all_reduce(at::ones({2}), ReduceOp::max), at::ones({2})));
+  }
+}
+
+TEST(ProcessGroups, UnknownTransportNamesTheKnownOnes) {
+  EXPECT_NO_THROW(make_transport_factory("gloo"));
+  try {
+    make_transport_factory("carrier-pigeon");
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown transport 'carrier-pigeon' (known: "),
+              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gloo"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace parity
