@@ -1,0 +1,150 @@
+#pragma once
+// Everything one parity run is configured by: the parallel layout and runtime
+// (issue 2) and the model (issue 3). One validation function serves the CLI and
+// scenario files; one JSON form (keys = the CLI flags without their dashes)
+// serves the processes-mode worker hand-off and scenario files.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace parity {
+
+enum class LaunchMode { threads, processes, env };
+enum class DType { fp32, fp64, bf16 };
+enum class NormKind { layernorm, rmsnorm };
+enum class ActivationKind { gelu, swiglu };
+enum class GraphMode { none, per_layer, full_iteration };
+enum class RecomputeKind { none, full_uniform, full_block, selective };
+
+std::string_view to_string(LaunchMode v);
+std::string_view to_string(DType v);
+std::string_view to_string(NormKind v);
+std::string_view to_string(ActivationKind v);
+std::string_view to_string(GraphMode v);
+std::string_view to_string(RecomputeKind v);
+
+// The spelling of every enum value is the CLI/JSON spelling ("full-iteration").
+std::optional<LaunchMode> parse_launch_mode(std::string_view s);
+std::optional<DType> parse_dtype(std::string_view s);
+std::optional<NormKind> parse_norm(std::string_view s);
+std::optional<ActivationKind> parse_activation(std::string_view s);
+std::optional<GraphMode> parse_graph_mode(std::string_view s);
+// "a, b, c": the accepted spellings, for messages and help text.
+std::string known_launch_modes();
+std::string known_dtypes();
+std::string known_norms();
+std::string known_activations();
+std::string known_graph_modes();
+
+// `--recompute none | full-uniform | full-block | selective:<m1>[,<m2>...]`.
+// The config keeps the spec as written (so validation can name a bad module);
+// this is its parsed form.
+inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp"};
+struct RecomputeSpec {
+  RecomputeKind kind = RecomputeKind::none;
+  std::vector<std::string> modules;  // selective only, in the order written
+  bool has(std::string_view module) const;
+};
+// nullopt when the spec is invalid; `why` (when given) receives the rule broken.
+std::optional<RecomputeSpec> parse_recompute(std::string_view spec, std::string* why = nullptr);
+
+struct RunConfig {
+  // --- parallel layout and runtime (issue 2)
+  int tp = 1;
+  int cp = 1;
+  int dp = 1;
+  bool sp = false;                         // sequence parallelism (needs tp > 1)
+  LaunchMode launch = LaunchMode::threads;
+  std::uint64_t seed = 1234;
+  double timeout = 60.0;                   // seconds: no-progress limit and Gloo timeout
+  std::string report;                      // JSON report path; "" = none
+  std::vector<std::string> inject;         // fault specs, e.g. "crash-rank=1"
+  bool check_collectives = false;          // collective fingerprints
+
+  // --- model (issue 3); small defaults so a default run is quick
+  int hidden = 64;
+  int heads = 4;
+  int ffn_hidden = 256;
+  int layers = 2;
+  int seq = 16;
+  int micro_batch = 2;
+  int microbatches = 2;                    // per DP rank (see docs/cli.md)
+  int steps = 2;
+  int vocab = 128;
+  DType dtype = DType::fp32;
+  bool fp32_residual = false;
+  double dropout = 0.0;
+  NormKind norm = NormKind::layernorm;
+  ActivationKind activation = ActivationKind::gelu;
+  std::string recompute = "none";          // see RecomputeSpec
+  int recompute_layers = 1;                // full-uniform: layers per chunk; full-block: first N
+  GraphMode graphs = GraphMode::none;
+  int graph_warmup = 1;
+  std::string trace;                       // JSONL trace path; "" = none
+  bool gather_output = false;              // output layer gathers logits over TP
+
+  int world_size() const { return tp * cp * dp; }
+  // Parsed recompute spec; call only on a validated config (throws otherwise).
+  RecomputeSpec recompute_spec() const;
+  // Global batch per step: micro_batch * microbatches * dp sequences.
+  long long global_batch() const {
+    return static_cast<long long>(micro_batch) * microbatches * dp;
+  }
+};
+
+bool operator==(const RunConfig& a, const RunConfig& b);
+inline bool operator!=(const RunConfig& a, const RunConfig& b) { return !(a == b); }
+
+// ---------------------------------------------------------------- validation
+
+struct ConfigViolation {
+  // How the value is spelled in each source: a number, a text (quoted in JSON),
+  // a boolean flag (no value on the command line), or an environment variable.
+  enum class Kind { number, text, flag, env };
+  std::string field;  // the key: "tp", "ffn-hidden", "inject", "WORLD_SIZE"
+  std::string value;  // as given: "3", "selective:foo", "true"
+  std::string rule;   // "hidden size 64 is not divisible by 3"
+  Kind kind = Kind::number;
+};
+
+// Every rule every run needs (issue 2 and issue 3 "Bad input"); empty = valid.
+// Environment checks of the env launch mode are separate (launcher.h).
+std::vector<ConfigViolation> validate_run_config(const RunConfig& config);
+
+// `--tp 3: hidden size 64 is not divisible by 3`
+std::string format_for_cli(const ConfigViolation& v);
+// `scenario.json: "tp" = 3: hidden size 64 is not divisible by 3`
+std::string format_for_file(const ConfigViolation& v, std::string_view source);
+
+// Thrown where a caller needs an exception (launch()); what() is every line.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<ConfigViolation> violations);
+  const std::vector<ConfigViolation>& violations() const { return violations_; }
+
+ private:
+  std::vector<ConfigViolation> violations_;
+};
+
+// ---------------------------------------------------------------- JSON
+
+// Every key, always (so the hand-off is complete).
+nlohmann::json to_json(const RunConfig& config);
+// Missing keys keep their defaults; an unknown key, a wrong type or an unknown
+// enum spelling throws ConfigParseError with one line naming the key and value,
+// e.g. `"tp" = "two": expected an integer`. No validation here.
+RunConfig run_config_from_json(const nlohmann::json& j);
+// The keys, in flag order.
+const std::vector<std::string>& run_config_keys();
+
+class ConfigParseError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace parity
