@@ -1,0 +1,282 @@
+#include "harness/cli/cli.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "harness/parallel/self_check.h"
+
+namespace parity::cli {
+namespace {
+
+// Enum-valued options are read as text and mapped afterwards, so a bad value
+// is a ConfigViolation like any other (field, value, rule).
+struct Flags {
+  RunConfig config;
+  std::string launch = "threads";
+  std::string dtype = "fp32";
+  std::string norm = "layernorm";
+  std::string activation = "gelu";
+  std::string graphs = "none";
+};
+
+void add_run_options(CLI::App* app, Flags& f) {
+  RunConfig& c = f.config;
+  app->option_defaults()->always_capture_default();
+  // Runtime (issue 2).
+  app->add_option("--tp", c.tp, "tensor-parallel size")->group("Parallel layout and runtime");
+  app->add_option("--cp", c.cp, "context-parallel size")->group("Parallel layout and runtime");
+  app->add_option("--dp", c.dp, "data-parallel size")->group("Parallel layout and runtime");
+  app->add_flag("--sp", c.sp, "sequence parallelism (needs --tp > 1)")
+      ->group("Parallel layout and runtime");
+  app->add_option("--launch", f.launch,
+                  "how ranks run: threads (one process), processes (one per rank), env "
+                  "(torchrun/Slurm: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)")
+      ->group("Parallel layout and runtime");
+  app->add_option("--seed", c.seed, "seed of weights, inputs and dropout")
+      ->group("Parallel layout and runtime");
+  app->add_option("--timeout", c.timeout,
+                  "seconds without progress before a rank counts as hung; also the Gloo and "
+                  "store timeout")
+      ->group("Parallel layout and runtime");
+  app->add_option("--report", c.report, "write a JSON report to FILE (atomically)")
+      ->group("Parallel layout and runtime");
+  app->add_option("--inject", c.inject,
+                  "inject a fault, repeatable: " + known_fault_names())
+      ->allow_extra_args(false)
+      ->group("Parallel layout and runtime");
+  app->add_flag("--check-collectives", c.check_collectives,
+                "compare (op, dtype, shape, sequence) across each group before every collective")
+      ->group("Parallel layout and runtime");
+  // Model (issue 3).
+  const char* model = "Model";
+  app->add_option("--hidden", c.hidden, "hidden size")->group(model);
+  app->add_option("--heads", c.heads, "attention heads")->group(model);
+  app->add_option("--ffn-hidden", c.ffn_hidden, "MLP hidden size")->group(model);
+  app->add_option("--layers", c.layers, "transformer layers")->group(model);
+  app->add_option("--seq", c.seq, "sequence length")->group(model);
+  app->add_option("--micro-batch", c.micro_batch, "micro-batch size")->group(model);
+  app->add_option("--microbatches", c.microbatches, "microbatches per step per DP rank")
+      ->group(model);
+  app->add_option("--steps", c.steps, "training steps")->group(model);
+  app->add_option("--vocab", c.vocab, "vocabulary size")->group(model);
+  app->add_option("--dtype", f.dtype, "fp32, fp64 (exact checks) or bf16")->group(model);
+  app->add_flag("--fp32-residual", c.fp32_residual, "keep the residual stream in fp32")
+      ->group(model);
+  app->add_option("--dropout", c.dropout, "dropout probability in [0, 1)")->group(model);
+  app->add_option("--norm", f.norm, "layernorm or rmsnorm")->group(model);
+  app->add_option("--activation", f.activation, "gelu or swiglu")->group(model);
+  app->add_option("--recompute", c.recompute,
+                  "none, full-uniform, full-block or selective:<modules> (core_attn, layernorm, "
+                  "mlp; comma-separated)")
+      ->group(model);
+  app->add_option("--recompute-layers", c.recompute_layers,
+                  "full-uniform: layers per checkpointed chunk; full-block: the first N layers")
+      ->group(model);
+  app->add_option("--graphs", f.graphs, "none, per-layer or full-iteration (CUDA-graph phases)")
+      ->group(model);
+  app->add_option("--graph-warmup", c.graph_warmup, "eager warmup runs before graph capture")
+      ->group(model);
+  app->add_option("--trace", c.trace, "write the observation trace as JSONL to FILE")
+      ->group(model);
+  app->add_flag("--gather-output", c.gather_output, "gather the logits over TP")->group(model);
+}
+
+template <typename E>
+void map_enum(const std::string& field, const std::string& text,
+              std::optional<E> (*parse)(std::string_view), const std::string& known, E* out,
+              std::vector<ConfigViolation>& violations) {
+  if (const std::optional<E> e = parse(text)) *out = *e;
+  else violations.push_back({field, text, "must be one of " + known, ConfigViolation::Kind::text});
+}
+
+struct Command {
+  std::string name;
+  std::string help;
+  bool implemented;
+  std::string pending;  // why not yet
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> c = {
+      {"check", "run the main job on the embedded default scenario (until the model exists: the "
+                "runtime self-check of every collective on every group)",
+       true, ""},
+      {"run", "run one scenario given by the options and report its observations", false,
+       "parity run needs the model (issue 3), which is not implemented yet; "
+       "`parity check` runs the runtime self-check"},
+      {"sweep", "run the property cross-checks over many generated scenarios", false,
+       "parity sweep is not implemented yet (it needs the model and the properties)"},
+      {"repro", "re-run one failing scenario from its reproduce string", false,
+       "parity repro is not implemented yet (it needs the model and the properties)"},
+      {"mutants", "run the known-bad variants (negative controls) and check each is caught",
+       false, "parity mutants is not implemented yet (it needs the model and the properties)"},
+  };
+  return c;
+}
+
+std::string one_error_line(const std::string& what) {
+  std::string s = one_line(what, 400);
+  return "parity: " + s + " (see parity --help)";
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp + " to " + path);
+  }
+}
+
+ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream& out,
+                                 const LaunchOptions& options) {
+  ParsedCommand parsed;
+  CLI::App app{
+      "parity: a LibTorch harness for Megatron Core's tensor-observation semantics.\n"
+      "Exit codes: 0 all good, 1 a property failed, 2 bad input or usage, 3 rank failure or "
+      "timeout.",
+      "parity"};
+  app.require_subcommand(1);
+  Flags flags;
+  std::vector<CLI::App*> subs;
+  for (const Command& c : commands()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    if (c.implemented || c.name == "run") {
+      add_run_options(sub, flags);
+    } else {
+      sub->allow_extras();
+      sub->footer("Not implemented yet.");
+    }
+    subs.push_back(sub);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    std::ostringstream err;
+    app.exit(e, out, err);
+    parsed.help_shown = true;
+    return parsed;
+  } catch (const CLI::ParseError& e) {
+    parsed.errors.push_back(one_error_line(e.what()));
+    return parsed;
+  }
+  for (std::size_t i = 0; i < subs.size(); ++i)
+    if (subs[i]->parsed()) parsed.command = commands()[i].name;
+
+  RunConfig& c = flags.config;
+  std::vector<ConfigViolation> violations;
+  map_enum("launch", flags.launch, parse_launch_mode, known_launch_modes(), &c.launch, violations);
+  map_enum("dtype", flags.dtype, parse_dtype, known_dtypes(), &c.dtype, violations);
+  map_enum("norm", flags.norm, parse_norm, known_norms(), &c.norm, violations);
+  map_enum("activation", flags.activation, parse_activation, known_activations(), &c.activation,
+           violations);
+  map_enum("graphs", flags.graphs, parse_graph_mode, known_graph_modes(), &c.graphs, violations);
+  for (ConfigViolation& v : validate_run_config(c)) violations.push_back(std::move(v));
+  if (c.launch == LaunchMode::env)
+    for (ConfigViolation& v : read_env_rank(c, nullptr, options.getenv))
+      violations.push_back(std::move(v));
+  for (const ConfigViolation& v : violations) parsed.errors.push_back(format_for_cli(v));
+  parsed.config = c;
+  return parsed;
+}
+
+int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                     const LaunchOptions& options, bool* must_exit_now) {
+  const ParsedCommand parsed = parse_command_line(argc, argv, out, options);
+  if (parsed.help_shown) return kExitOk;
+  if (!parsed.errors.empty()) {
+    for (const std::string& e : parsed.errors) err << e << "\n";
+    return kExitBadInput;
+  }
+  for (const Command& c : commands()) {
+    if (c.name == parsed.command && !c.implemented) {
+      err << c.pending << "\n";
+      return kExitBadInput;
+    }
+  }
+
+  // check: the runtime self-check until the model exists.
+  const RunConfig& config = parsed.config;
+  const bool env = config.launch == LaunchMode::env;
+  EnvRank env_rank;
+  if (env) read_env_rank(config, &env_rank, options.getenv);
+  const bool print_all = !env || env_rank.rank == 0;
+
+  if (print_all) {
+    out << "parity check: runtime self-check (the model does not exist yet) on "
+        << config.world_size() << " rank(s) = tp " << config.tp << " x cp " << config.cp
+        << " x dp " << config.dp << ", launch " << to_string(config.launch) << ", timeout "
+        << config.timeout << " s";
+    if (!config.inject.empty()) {
+      out << ", inject";
+      for (const std::string& i : config.inject) out << " " << i;
+    }
+    out << std::endl;
+  }
+
+  LaunchResult result;
+  try {
+    result = launch(config, kSelfCheckProgram, options);
+  } catch (const ConfigError& e) {
+    for (const ConfigViolation& v : e.violations()) err << format_for_cli(v) << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << "parity check: could not launch the ranks: " << one_line(e.what()) << "\n";
+    return kExitRankFailure;
+  }
+
+  int code = kExitOk;
+  if (!result.ok()) {
+    code = kExitRankFailure;
+    for (const std::string& line : result.failure->lines()) err << line << "\n";
+    if (result.failure->abandoned_threads && must_exit_now) *must_exit_now = true;
+  } else if (print_all) {
+    out << format_self_check_table(result);
+    int checks = 0;
+    for (const nlohmann::json& r : result.results)
+      if (r.is_object()) checks += r.value("checks", 0);
+    const bool passed = self_check_passed(result);
+    char wall[32];
+    std::snprintf(wall, sizeof wall, "%.2f", result.wall_seconds);
+    out << "self-check " << (passed ? "passed" : "FAILED") << ": " << result.world_size
+        << " rank(s), " << checks << " checks, " << wall << " s (" << result.rendezvous << ")"
+        << std::endl;
+    if (!passed) code = kExitPropertyFailed;
+  } else {
+    out << "rank " << env_rank.rank << ": self-check done (rank 0 prints the table)" << std::endl;
+    if (!self_check_passed(result)) code = kExitPropertyFailed;
+  }
+
+  if (!config.report.empty() && print_all) {
+    nlohmann::json report;
+    report["command"] = parsed.command;
+    report["exit_code"] = code;
+    report["config"] = to_json(config);
+    report["launch"] = result.to_json();
+    try {
+      write_file_atomically(config.report, report.dump(2) + "\n");
+    } catch (const std::exception& e) {
+      err << "parity check: --report " << config.report << ": " << e.what() << "\n";
+      if (code == kExitOk) code = kExitBadInput;
+    }
+  }
+  return code;
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,41 @@
+#pragma once
+// The `parity` command line: subcommands check, run, sweep, repro, mutants; the
+// run options of issue 2 and the model options of issue 3, mapped into a
+// RunConfig and validated by validate_run_config. The hidden subcommands
+// `__rank-worker` and `__free-port` are handled by main() before this.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "harness/config/run_config.h"
+#include "harness/parallel/launcher.h"
+
+namespace parity::cli {
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitPropertyFailed = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitRankFailure = 3;
+
+struct ParsedCommand {
+  std::string command;              // "check", "run", ... ("" for --help alone)
+  RunConfig config;
+  std::vector<std::string> errors;  // one line each: CLI11 errors or violations
+  bool help_shown = false;          // --help was printed (exit 0)
+};
+
+// Parses and validates (config rules; env mode's environment too). `argv[0]`
+// is the program name. Help text goes to `out`.
+ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream& out,
+                                 const LaunchOptions& options = {});
+
+// Runs the command line; returns the exit code. `must_exit_now` is set when
+// rank threads had to be left running (the caller should _Exit with the code).
+int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                     const LaunchOptions& options = {}, bool* must_exit_now = nullptr);
+
+// Writes `text` to `path` via a temp file in the same directory and rename.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace parity::cli
