@@ -56,8 +56,33 @@ struct ObservationState {
   // scope). Kept in the same cache line so the gate is one load and a branch.
   std::uint32_t live_kinds = 0;
 };
-// initial-exec TLS in a static library: a plain %fs-relative load.
-extern thread_local ObservationState observation_state;
+// The thread-local state. Two attributes keep the gate a plain %fs-relative
+// load with no call:
+//  * constant initialization is promised (GCC's __constinit, clang's
+//    require_constant_initialization, both C++17-compatible spellings of C++20
+//    constinit), so callers in other translation units skip the TLS wrapper
+//    (`_ZTW`/`_ZTH` "is it initialized yet?" check and call);
+//  * initial-exec TLS model, so even a -fPIC compile of this static library
+//    does not go through __tls_get_addr.
+#if defined(__clang__)
+#define PARITY_OBSERVATION_CONSTINIT [[clang::require_constant_initialization]]
+#elif defined(__GNUC__) && __GNUC__ >= 10
+#define PARITY_OBSERVATION_CONSTINIT __constinit
+#else
+#define PARITY_OBSERVATION_CONSTINIT
+#endif
+#if defined(__GNUC__)
+#define PARITY_OBSERVATION_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#define PARITY_OBSERVATION_TLS_MODEL
+#endif
+#if defined(__GNUC__)
+#define PARITY_OBSERVATION_LIKELY(x) __builtin_expect(static_cast<bool>(x), 1)
+#else
+#define PARITY_OBSERVATION_LIKELY(x) (x)
+#endif
+PARITY_OBSERVATION_CONSTINIT extern thread_local ObservationState observation_state
+    PARITY_OBSERVATION_TLS_MODEL;
 
 void notify_observer_slow(const ObservationOwner& owner, std::string_view name, SourceKind kind,
                           const at::Tensor& tensor, OptionalDim tp_shard_dim,
@@ -74,7 +99,8 @@ inline void observe_tensor(const ObservationOwner& owner, std::string_view name,
                            const at::Tensor& tensor, OptionalDim tp_shard_dim = std::nullopt,
                            OptionalDim sequence_dim = std::nullopt,
                            OptionalDim batch_dim = std::nullopt) {
-  if (!is_observing_tensor(kind)) return;
+  // Hinted cold so the compiler keeps the call's argument set-up off the fast path.
+  if (PARITY_OBSERVATION_LIKELY(!is_observing_tensor(kind))) return;
   detail::notify_observer_slow(owner, name, kind, tensor, tp_shard_dim, sequence_dim, batch_dim);
 }
 
