@@ -40,10 +40,10 @@ constexpr EnumNames<LaunchMode, 3> kLaunch{{{LaunchMode::threads, "threads"},
                                             {LaunchMode::env, "env"}}};
 constexpr EnumNames<DType, 3> kDType{
     {{DType::fp32, "fp32"}, {DType::fp64, "fp64"}, {DType::bf16, "bf16"}}};
-constexpr EnumNames<NormKind, 2> kNorm{
-    {{NormKind::layernorm, "layernorm"}, {NormKind::rmsnorm, "rmsnorm"}}};
-constexpr EnumNames<ActivationKind, 2> kActivation{
-    {{ActivationKind::gelu, "gelu"}, {ActivationKind::swiglu, "swiglu"}}};
+constexpr EnumNames<NormOption, 2> kNorm{
+    {{NormOption::layernorm, "layernorm"}, {NormOption::rmsnorm, "rmsnorm"}}};
+constexpr EnumNames<ActivationOption, 2> kActivation{
+    {{ActivationOption::gelu, "gelu"}, {ActivationOption::swiglu, "swiglu"}}};
 constexpr EnumNames<GraphMode, 3> kGraphs{{{GraphMode::none, "none"},
                                            {GraphMode::per_layer, "per-layer"},
                                            {GraphMode::full_iteration, "full-iteration"}}};
@@ -69,14 +69,14 @@ std::string str(double v) {
 
 std::string_view to_string(LaunchMode v) { return kLaunch.name(v); }
 std::string_view to_string(DType v) { return kDType.name(v); }
-std::string_view to_string(NormKind v) { return kNorm.name(v); }
-std::string_view to_string(ActivationKind v) { return kActivation.name(v); }
+std::string_view to_string(NormOption v) { return kNorm.name(v); }
+std::string_view to_string(ActivationOption v) { return kActivation.name(v); }
 std::string_view to_string(GraphMode v) { return kGraphs.name(v); }
 std::string_view to_string(RecomputeKind v) { return kRecompute.name(v); }
 std::optional<LaunchMode> parse_launch_mode(std::string_view s) { return kLaunch.parse(s); }
 std::optional<DType> parse_dtype(std::string_view s) { return kDType.parse(s); }
-std::optional<NormKind> parse_norm(std::string_view s) { return kNorm.parse(s); }
-std::optional<ActivationKind> parse_activation(std::string_view s) { return kActivation.parse(s); }
+std::optional<NormOption> parse_norm(std::string_view s) { return kNorm.parse(s); }
+std::optional<ActivationOption> parse_activation(std::string_view s) { return kActivation.parse(s); }
 std::optional<GraphMode> parse_graph_mode(std::string_view s) { return kGraphs.parse(s); }
 std::string known_launch_modes() { return kLaunch.known(); }
 std::string known_dtypes() { return kDType.known(); }
@@ -424,9 +424,9 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     else if (key == "dtype") c.dtype = get_enum<DType>(key, v, parse_dtype, known_dtypes());
     else if (key == "fp32-residual") c.fp32_residual = get_bool(key, v);
     else if (key == "dropout") c.dropout = get_double(key, v);
-    else if (key == "norm") c.norm = get_enum<NormKind>(key, v, parse_norm, known_norms());
+    else if (key == "norm") c.norm = get_enum<NormOption>(key, v, parse_norm, known_norms());
     else if (key == "activation")
-      c.activation = get_enum<ActivationKind>(key, v, parse_activation, known_activations());
+      c.activation = get_enum<ActivationOption>(key, v, parse_activation, known_activations());
     else if (key == "recompute") c.recompute = get_string(key, v);
     else if (key == "recompute-layers") c.recompute_layers = get_int(key, v);
     else if (key == "graphs") c.graphs = get_enum<GraphMode>(key, v, parse_graph_mode, known_graph_modes());

@@ -16,23 +16,23 @@ namespace parity {
 
 enum class LaunchMode { threads, processes, env };
 enum class DType { fp32, fp64, bf16 };
-enum class NormKind { layernorm, rmsnorm };
-enum class ActivationKind { gelu, swiglu };
+enum class NormOption { layernorm, rmsnorm };
+enum class ActivationOption { gelu, swiglu };
 enum class GraphMode { none, per_layer, full_iteration };
 enum class RecomputeKind { none, full_uniform, full_block, selective };
 
 std::string_view to_string(LaunchMode v);
 std::string_view to_string(DType v);
-std::string_view to_string(NormKind v);
-std::string_view to_string(ActivationKind v);
+std::string_view to_string(NormOption v);
+std::string_view to_string(ActivationOption v);
 std::string_view to_string(GraphMode v);
 std::string_view to_string(RecomputeKind v);
 
 // The spelling of every enum value is the CLI/JSON spelling ("full-iteration").
 std::optional<LaunchMode> parse_launch_mode(std::string_view s);
 std::optional<DType> parse_dtype(std::string_view s);
-std::optional<NormKind> parse_norm(std::string_view s);
-std::optional<ActivationKind> parse_activation(std::string_view s);
+std::optional<NormOption> parse_norm(std::string_view s);
+std::optional<ActivationOption> parse_activation(std::string_view s);
 std::optional<GraphMode> parse_graph_mode(std::string_view s);
 // "a, b, c": the accepted spellings, for messages and help text.
 std::string known_launch_modes();
@@ -79,8 +79,8 @@ struct RunConfig {
   DType dtype = DType::fp32;
   bool fp32_residual = false;
   double dropout = 0.0;
-  NormKind norm = NormKind::layernorm;
-  ActivationKind activation = ActivationKind::gelu;
+  NormOption norm = NormOption::layernorm;
+  ActivationOption activation = ActivationOption::gelu;
   std::string recompute = "none";          // see RecomputeSpec
   int recompute_layers = 1;                // full-uniform: layers per chunk; full-block: first N
   GraphMode graphs = GraphMode::none;
