@@ -1,0 +1,379 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/config/run_config.h"
+#include "harness/parallel/runtime_faults.h"
+
+namespace parity {
+namespace {
+
+std::vector<std::string> cli_lines(const RunConfig& c) {
+  std::vector<std::string> out;
+  for (const ConfigViolation& v : validate_run_config(c)) out.push_back(format_for_cli(v));
+  return out;
+}
+
+// Exactly one violation, with this text.
+void expect_only(const RunConfig& c, const std::string& line) {
+  EXPECT_EQ(cli_lines(c), std::vector<std::string>{line});
+}
+
+TEST(RunConfigValidation, DefaultsAreValid) { EXPECT_TRUE(validate_run_config(RunConfig{}).empty()); }
+
+TEST(RunConfigValidation, ParallelSizesAtLeastOne) {
+  RunConfig c;
+  c.tp = 0;
+  expect_only(c, "--tp 0: must be >= 1");
+  c = {};
+  c.cp = -1;
+  expect_only(c, "--cp -1: must be >= 1");
+  c = {};
+  c.dp = 0;
+  expect_only(c, "--dp 0: must be >= 1");
+}
+
+TEST(RunConfigValidation, WorldSizeAtMost64) {
+  RunConfig c;
+  c.cp = 8;
+  c.dp = 16;
+  expect_only(c, "--dp 16: world size tp*cp*dp = 1*8*16 = 128 exceeds the maximum of 64");
+  c.dp = 8;
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
+TEST(RunConfigValidation, ModelSizesAtLeastOne) {
+  const std::vector<std::pair<int RunConfig::*, std::string>> fields = {
+      {&RunConfig::hidden, "hidden"},         {&RunConfig::heads, "heads"},
+      {&RunConfig::ffn_hidden, "ffn-hidden"}, {&RunConfig::layers, "layers"},
+      {&RunConfig::seq, "seq"},               {&RunConfig::micro_batch, "micro-batch"},
+      {&RunConfig::microbatches, "microbatches"}, {&RunConfig::steps, "steps"},
+      {&RunConfig::vocab, "vocab"}};
+  for (const auto& [member, name] : fields) {
+    RunConfig c;
+    c.*member = 0;
+    expect_only(c, "--" + name + " 0: must be >= 1");
+  }
+}
+
+TEST(RunConfigValidation, HiddenDivisibleByHeads) {
+  RunConfig c;
+  c.heads = 3;
+  expect_only(c, "--heads 3: hidden size 64 is not divisible by the number of heads 3");
+}
+
+TEST(RunConfigValidation, TensorParallelDivisibilityNamesWhich) {
+  RunConfig c;
+  c.tp = 3;
+  EXPECT_EQ(cli_lines(c), (std::vector<std::string>{
+                              "--tp 3: hidden size 64 is not divisible by 3",
+                              "--tp 3: number of heads 4 is not divisible by 3",
+                              "--tp 3: ffn hidden size 256 is not divisible by 3",
+                              "--tp 3: vocab size 128 is not divisible by 3",
+                          }));
+  c = {};
+  c.tp = 2;
+  c.vocab = 127;
+  expect_only(c, "--tp 2: vocab size 127 is not divisible by 2");
+  c = {};
+  c.tp = 4;
+  c.heads = 2;
+  expect_only(c, "--tp 4: number of heads 2 is not divisible by 4");
+  c = {};
+  c.tp = 2;
+  c.ffn_hidden = 255;
+  expect_only(c, "--tp 2: ffn hidden size 255 is not divisible by 2");
+}
+
+TEST(RunConfigValidation, SequenceParallelNeedsTensorParallel) {
+  RunConfig c;
+  c.sp = true;
+  expect_only(c, "--sp: sequence parallelism requires tp > 1 (tp = 1)");
+  c.tp = 2;
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
+TEST(RunConfigValidation, SequenceLayout) {
+  RunConfig c;
+  c.cp = 2;
+  c.seq = 6;
+  expect_only(c, "--seq 6: sequence length 6 is not divisible by 2*cp = 4 "
+                 "(context-parallel load-balanced layout)");
+  c = {};
+  c.tp = 2;
+  c.sp = true;
+  c.seq = 15;
+  expect_only(c, "--seq 15: sequence length 15 is not divisible by tp = 2 (sequence parallelism)");
+  c = {};
+  c.tp = 2;
+  c.sp = true;
+  c.cp = 2;
+  c.seq = 12;
+  expect_only(c, "--seq 12: sequence length 12 is not divisible by 2*cp*tp = 8 "
+                 "(context-parallel load-balanced chunks, each split over tp by sequence "
+                 "parallelism)");
+  c.seq = 16;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  // Without SP the sequence need not divide by tp; without CP not by 2.
+  c = {};
+  c.tp = 2;
+  c.seq = 15;
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
+TEST(RunConfigValidation, GlobalBatchIsPerDpRankSoAlwaysDivisible) {
+  RunConfig c;
+  c.dp = 4;
+  c.micro_batch = 3;
+  c.microbatches = 1;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  EXPECT_EQ(c.global_batch(), 12);
+}
+
+TEST(RunConfigValidation, Recompute) {
+  RunConfig c;
+  c.recompute = "partial";
+  expect_only(c, "--recompute partial: unknown recompute mode (known: none, full-uniform, "
+                 "full-block, selective:<modules> with modules core_attn, layernorm, mlp)");
+  c.recompute = "selective:foo";
+  expect_only(c, "--recompute selective:foo: unknown recompute module \"foo\" (known: core_attn, "
+                 "layernorm, mlp)");
+  c.recompute = "selective:mlp,attn";
+  expect_only(c, "--recompute selective:mlp,attn: unknown recompute module \"attn\" (known: "
+                 "core_attn, layernorm, mlp)");
+  c.recompute = "selective:";
+  expect_only(c, "--recompute selective:: selective recompute needs at least one module "
+                 "(core_attn, layernorm, mlp)");
+  c.recompute = "selective:mlp,mlp";
+  expect_only(c, "--recompute selective:mlp,mlp: recompute module \"mlp\" is listed twice");
+  c.recompute = "selective:core_attn,layernorm,mlp";
+  EXPECT_TRUE(validate_run_config(c).empty());
+  const RecomputeSpec spec = c.recompute_spec();
+  EXPECT_EQ(spec.kind, RecomputeKind::selective);
+  EXPECT_TRUE(spec.has("layernorm"));
+}
+
+TEST(RunConfigValidation, RecomputeLayersInRangeForFullModes) {
+  RunConfig c;
+  c.recompute = "full-uniform";
+  c.recompute_layers = 3;
+  expect_only(c, "--recompute-layers 3: must be in [1, 2] (the number of layers) with "
+                 "--recompute full-uniform");
+  c.recompute = "full-block";
+  c.recompute_layers = 0;
+  expect_only(c, "--recompute-layers 0: must be in [1, 2] (the number of layers) with "
+                 "--recompute full-block");
+  c.recompute_layers = 2;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  // Ignored outside the full modes.
+  c.recompute = "none";
+  c.recompute_layers = 9;
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
+TEST(RunConfigValidation, NumericRanges) {
+  RunConfig c;
+  c.graph_warmup = -1;
+  expect_only(c, "--graph-warmup -1: must be >= 0");
+  c = {};
+  c.graph_warmup = 0;
+  c.graphs = GraphMode::per_layer;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c = {};
+  c.dropout = 1.0;
+  expect_only(c, "--dropout 1: must be in [0, 1)");
+  c.dropout = -0.1;
+  expect_only(c, "--dropout -0.1: must be in [0, 1)");
+  c.dropout = 0.5;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c = {};
+  c.timeout = 0;
+  expect_only(c, "--timeout 0: must be > 0 seconds");
+  c.timeout = -2.5;
+  expect_only(c, "--timeout -2.5: must be > 0 seconds");
+}
+
+TEST(RunConfigValidation, InjectNamesKnownAndRanksInWorld) {
+  RunConfig c;
+  c.tp = 2;
+  c.dp = 2;
+  c.inject = {"boom"};
+  // (Other tests may register more faults: check the built-in ones are listed.)
+  const std::vector<std::string> lines = cli_lines(c);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("--inject boom: unknown fault \"boom\" (known: crash-rank=R, hang-rank=R, ", 0), 0u)
+      << lines[0];
+  EXPECT_NE(lines[0].find("throw-rank=R"), std::string::npos) << lines[0];
+  c.inject = {"crash-rank=4"};
+  expect_only(c, "--inject crash-rank=4: rank 4 is outside the world (world size 4)");
+  c.inject = {"hang-rank"};
+  expect_only(c, "--inject hang-rank: fault hang-rank needs a rank: hang-rank=R");
+  c.inject = {"throw-rank=x"};
+  expect_only(c, "--inject throw-rank=x: the rank of throw-rank must be a non-negative integer");
+  c.inject = {"throw-rank=1", "crash-rank=1"};
+  expect_only(c, "--inject crash-rank=1: rank 1 already has a fault (throw-rank=1)");
+  c.inject = {"throw-rank=1", "crash-rank=3", "hang-rank=0"};
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
+TEST(RunConfigValidation, ScenarioFileFormat) {
+  RunConfig c;
+  c.tp = 3;
+  c.heads = 3;
+  c.hidden = 48;
+  c.ffn_hidden = 96;
+  c.vocab = 96;
+  c.sp = false;
+  std::vector<ConfigViolation> v = validate_run_config(c);
+  ASSERT_TRUE(v.empty());
+  c.hidden = 64;
+  v = validate_run_config(c);
+  ASSERT_EQ(v.size(), 2u);  // heads and tp
+  EXPECT_EQ(format_for_file(v[1], "scenario.json"),
+            "scenario.json: \"tp\" = 3: hidden size 64 is not divisible by 3");
+  c = {};
+  c.recompute = "selective:foo";
+  c.sp = true;
+  v = validate_run_config(c);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(format_for_file(v[0], "s.json"),
+            "s.json: \"sp\" = true: sequence parallelism requires tp > 1 (tp = 1)");
+  EXPECT_EQ(format_for_file(v[1], "s.json"),
+            "s.json: \"recompute\" = \"selective:foo\": unknown recompute module \"foo\" (known: "
+            "core_attn, layernorm, mlp)");
+}
+
+TEST(FaultRegistry, OneDocLineEachAndExtensible) {
+  for (const FaultInfo& f : fault_registry()) {
+    EXPECT_FALSE(f.doc.empty()) << f.name;
+    EXPECT_EQ(f.doc.find('\n'), std::string::npos) << f.name;
+  }
+  register_fault({"zz-test-only-fault", "a code-path fault registered by a test", FaultArgument::none});
+  RunConfig c;
+  c.inject = {"zz-test-only-fault"};
+  EXPECT_TRUE(validate_run_config(c).empty());
+  const FaultPlan plan = FaultPlan::from_specs(c.inject, 1);
+  EXPECT_TRUE(plan.enabled("zz-test-only-fault"));
+  EXPECT_FALSE(plan.rank_fault(0).has_value());
+  c.inject = {"zz-test-only-fault=2"};
+  expect_only(c, "--inject zz-test-only-fault=2: fault zz-test-only-fault takes no argument");
+}
+
+TEST(FaultPlan, RankFaults) {
+  const FaultPlan plan = FaultPlan::from_specs({"crash-rank=1", "hang-rank=2", "throw-rank=3"}, 4);
+  EXPECT_FALSE(plan.rank_fault(0).has_value());
+  EXPECT_EQ(plan.rank_fault(1), RankFaultKind::crash);
+  EXPECT_EQ(plan.rank_fault(2), RankFaultKind::hang);
+  EXPECT_EQ(plan.rank_fault(3), RankFaultKind::throw_error);
+  EXPECT_THROW(FaultPlan::from_specs({"nope"}, 4), ConfigError);
+  CancelToken cancel;
+  try {
+    fire_rank_fault(plan, 3, false, cancel);
+    FAIL() << "no throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "injected fault: throw-rank=3");
+  }
+  EXPECT_THROW(fire_rank_fault(plan, 1, false, cancel), SimulatedCrash);
+  cancel.cancel();
+  EXPECT_THROW(fire_rank_fault(plan, 2, false, cancel), RankCancelled);
+  EXPECT_NO_THROW(fire_rank_fault(plan, 0, false, cancel));
+}
+
+// ---------------------------------------------------------------- JSON
+
+RunConfig unusual() {
+  RunConfig c;
+  c.tp = 2;
+  c.cp = 2;
+  c.dp = 3;
+  c.sp = true;
+  c.launch = LaunchMode::processes;
+  c.seed = 18446744073709551557ull;
+  c.timeout = 2.75;
+  c.report = "r.json";
+  c.inject = {"crash-rank=1", "hang-rank=2"};
+  c.check_collectives = true;
+  c.hidden = 96;
+  c.heads = 6;
+  c.ffn_hidden = 128;
+  c.layers = 5;
+  c.seq = 32;
+  c.micro_batch = 3;
+  c.microbatches = 4;
+  c.steps = 7;
+  c.vocab = 200;
+  c.dtype = DType::bf16;
+  c.fp32_residual = true;
+  c.dropout = 0.1;
+  c.norm = NormOption::rmsnorm;
+  c.activation = ActivationOption::swiglu;
+  c.recompute = "selective:core_attn,mlp";
+  c.recompute_layers = 2;
+  c.graphs = GraphMode::full_iteration;
+  c.graph_warmup = 0;
+  c.trace = "t.jsonl";
+  c.gather_output = true;
+  return c;
+}
+
+TEST(RunConfigJson, RoundTripEveryField) {
+  const RunConfig c = unusual();
+  const nlohmann::json j = to_json(c);
+  const RunConfig back = run_config_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_TRUE(back == c);
+  EXPECT_EQ(to_json(back), j);
+  // Every field differs from its default, so a field the JSON forgot fails above.
+  EXPECT_TRUE(run_config_from_json(to_json(RunConfig{})) == RunConfig{});
+  EXPECT_FALSE(c == RunConfig{});
+}
+
+TEST(RunConfigJson, KeysAreTheFlagNames) {
+  const nlohmann::json j = to_json(RunConfig{});
+  EXPECT_EQ(j.size(), run_config_keys().size());
+  for (const std::string& k : run_config_keys()) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_TRUE(j.contains("ffn-hidden"));
+  EXPECT_TRUE(j.contains("micro-batch"));
+  EXPECT_EQ(j["graphs"], "none");
+  EXPECT_EQ(j["recompute"], "none");
+}
+
+TEST(RunConfigJson, MissingKeysKeepDefaults) {
+  const RunConfig c = run_config_from_json(nlohmann::json::parse(R"({"tp": 2, "dtype": "fp64"})"));
+  EXPECT_EQ(c.tp, 2);
+  EXPECT_EQ(c.dtype, DType::fp64);
+  EXPECT_EQ(c.hidden, RunConfig{}.hidden);
+}
+
+std::string parse_error(const std::string& text) {
+  try {
+    run_config_from_json(nlohmann::json::parse(text));
+  } catch (const ConfigParseError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(RunConfigJson, UnknownKeysAndWrongTypesNameTheKey) {
+  const std::string unknown = parse_error(R"({"tpp": 2})");
+  EXPECT_EQ(unknown.rfind("unknown key \"tpp\" (known: tp, cp, dp, sp, launch,", 0), 0u) << unknown;
+  EXPECT_EQ(unknown.find('\n'), std::string::npos);
+  EXPECT_EQ(parse_error(R"({"tp": "two"})"), "\"tp\" = \"two\": expected an integer");
+  EXPECT_EQ(parse_error(R"({"tp": 1.5})"), "\"tp\" = 1.5: expected an integer");
+  EXPECT_EQ(parse_error(R"({"hidden": 4294967296})"),
+            "\"hidden\" = 4294967296: expected an integer that fits in 32 bits");
+  EXPECT_EQ(parse_error(R"({"sp": 1})"), "\"sp\" = 1: expected true or false");
+  EXPECT_EQ(parse_error(R"({"dropout": "0.1"})"), "\"dropout\" = \"0.1\": expected a number");
+  EXPECT_EQ(parse_error(R"({"dtype": "fp16"})"),
+            "\"dtype\" = \"fp16\": expected one of fp32, fp64, bf16");
+  EXPECT_EQ(parse_error(R"({"graphs": "per_layer"})"),
+            "\"graphs\" = \"per_layer\": expected one of none, per-layer, full-iteration");
+  EXPECT_EQ(parse_error(R"({"inject": "crash-rank=1"})"),
+            "\"inject\" = \"crash-rank=1\": expected an array of strings");
+  EXPECT_EQ(parse_error(R"({"seed": -1})"), "\"seed\" = -1: expected a non-negative integer");
+  EXPECT_EQ(parse_error(R"([1, 2])"), "expected a JSON object of run options, got [1,2]");
+  // Negative sizes parse (validation reports them).
+  EXPECT_EQ(run_config_from_json(nlohmann::json::parse(R"({"tp": -1})")).tp, -1);
+}
+
+}  // namespace
+}  // namespace parity
