@@ -92,6 +92,14 @@ void single_intra_op_thread() {
   std::call_once(once, [] { at::set_num_threads(1); });
 }
 
+// A peer that died closes its sockets; a write to them must fail the
+// collective (EPIPE), not kill this process with SIGPIPE and make a victim
+// look like a crashed culprit.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::signal(SIGPIPE, SIG_IGN); });
+}
+
 // ---------------------------------------------------------------- one rank
 
 enum class Outcome { running, ok, threw, crashed, cancelled, exited, killed };
@@ -717,6 +725,7 @@ nlohmann::json LaunchResult::to_json() const {
 LaunchResult launch(const RunConfig& config, const std::string& program,
                     const LaunchOptions& options) {
   const RankProgram p = find_program(program);
+  ignore_sigpipe();
   switch (config.launch) {
     case LaunchMode::threads: return launch_threads(config, p, options);
     case LaunchMode::processes: return launch_processes(config, program, options);
@@ -825,6 +834,7 @@ int run_rank_worker(int argc, char** argv) {
   RankStatus status(mapping->record(rank));
   status.mark_progress();
   single_intra_op_thread();
+  ignore_sigpipe();
 
   RankEnd end;
   try {
