@@ -1,0 +1,322 @@
+#include "harness/model/gpt_model.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "harness/model/gather_output.h"
+#include "harness/model/tp_mappings.h"
+
+namespace parity {
+
+at::ScalarType to_scalar_type(ModelDType dtype) {
+  switch (dtype) {
+    case ModelDType::fp32: return at::kFloat;
+    case ModelDType::fp64: return at::kDouble;
+    case ModelDType::bf16: return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+namespace {
+// Megatron's TransformerBlock runs its layers inside the tracker's fork under
+// SP (the stream differs per TP rank, as the tensors do); without SP the
+// residual stream is replicated and so must its dropout masks be.
+RngStream hidden_dropout_stream(const ModelConfig& c) {
+  return c.sequence_parallel ? RngStream::model_parallel : RngStream::data_parallel;
+}
+// Output-side weights (fc2, proj) use Megatron's scaled init std / sqrt(2 L).
+double scaled_std(const ModelConfig& c) {
+  return c.init_std / std::sqrt(2.0 * static_cast<double>(c.layers));
+}
+}  // namespace
+
+// ---------------------------------------------------------------- parameters
+at::Tensor ParameterFactory::make(const std::string& name, std::vector<std::int64_t> full_shape,
+                                  InitKind kind, double std, ShardSpec shard,
+                                  bool sequence_parallel) {
+  at::Tensor full =
+      full_parameter(config_.seed, name, std::move(full_shape), kind, std,
+                     to_scalar_type(config_.dtype));
+  at::Tensor local = shard_of(full, shard, tp_rank_, tp_size_);
+  local.requires_grad_(true);
+  parameters_.push_back(Parameter{name, local, shard, sequence_parallel});
+  return local;
+}
+
+// ---------------------------------------------------------------- linears
+ColumnParallelLinear::ColumnParallelLinear(std::string name, const ModelConfig* config,
+                                           ParameterFactory& params, std::int64_t in,
+                                           std::int64_t out, bool bias, bool gather_output,
+                                           double init_std, std::int64_t stacked_parts)
+    : Module(std::move(name), config), gather_output_(gather_output) {
+  weight_ = params.make(name_ + ".weight", {out, in}, InitKind::normal, init_std,
+                        ShardSpec::along(0, stacked_parts));
+  if (bias) {
+    bias_ = params.make(name_ + ".bias", {out}, InitKind::normal, init_std,
+                        ShardSpec::along(0, stacked_parts));
+  }
+}
+
+at::Tensor ColumnParallelLinear::forward(const ModelRuntime& rt, const at::Tensor& x,
+                                         std::optional<bool> runtime_gather_output) const {
+  Communicator* tp = rt.parallel.tp;
+  at::Tensor input = config_->sequence_parallel ? gather_from_sequence_parallel_region(x, tp)
+                                                : copy_to_tensor_parallel_region(x, tp);
+  at::Tensor out = rt.backend->linear(input, weight_, bias_);
+  if (resolve_gather_output(gather_output_, runtime_gather_output)) {
+    out = gather_from_tensor_parallel_region(out, tp);
+  }
+  return out;
+}
+
+RowParallelLinear::RowParallelLinear(std::string name, const ModelConfig* config,
+                                     ParameterFactory& params, std::int64_t in, std::int64_t out,
+                                     double init_std)
+    : Module(std::move(name), config) {
+  weight_ = params.make(name_ + ".weight", {out, in}, InitKind::normal, init_std,
+                        ShardSpec::along(1));
+  // Added after the reduce (in the bias-dropout-add): under SP on a sequence
+  // shard, so its gradient is partial per TP rank.
+  bias_ = params.make(name_ + ".bias", {out}, InitKind::normal, init_std, ShardSpec::replicate(),
+                      config->sequence_parallel);
+}
+
+std::pair<at::Tensor, at::Tensor> RowParallelLinear::forward(const ModelRuntime& rt,
+                                                             const at::Tensor& x) const {
+  Communicator* tp = rt.parallel.tp;
+  at::Tensor partial = rt.backend->linear(x, weight_, at::Tensor());
+  at::Tensor out = config_->sequence_parallel
+                       ? reduce_scatter_to_sequence_parallel_region(partial, tp)
+                       : reduce_from_tensor_parallel_region(partial, tp);
+  return {out, bias_};
+}
+
+// ---------------------------------------------------------------- norm
+Norm::Norm(std::string name, const ModelConfig* config, ParameterFactory& params)
+    : Module(std::move(name), config) {
+  const bool sp = config->sequence_parallel;
+  weight_ = params.make(name_ + ".weight", {config->hidden}, InitKind::ones_plus_noise,
+                        config->init_std, ShardSpec::replicate(), sp);
+  if (config->norm == NormKind::layer_norm) {
+    bias_ = params.make(name_ + ".bias", {config->hidden}, InitKind::normal, config->init_std,
+                        ShardSpec::replicate(), sp);
+  }
+}
+
+at::Tensor Norm::forward(const ModelRuntime& rt, const at::Tensor& x) const {
+  if (config_->norm == NormKind::layer_norm) {
+    return rt.backend->layer_norm(x, weight_, bias_, config_->norm_eps);
+  }
+  return rt.backend->rms_norm(x, weight_, config_->norm_eps);
+}
+
+// ---------------------------------------------------------------- attention
+SelfAttention::SelfAttention(std::string name, const ModelConfig* config,
+                             ParameterFactory& params)
+    : Module(name, config),
+      linear_qkv_(name + ".linear_qkv", config, params, config->hidden, 3 * config->hidden,
+                  /*bias=*/true, /*gather_output=*/false, config->init_std),
+      linear_proj_(name + ".linear_proj", config, params, config->hidden, config->hidden,
+                   scaled_std(*config)) {}
+
+std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
+                                                         const at::Tensor& x,
+                                                         const at::Tensor& positions) const {
+  const std::int64_t hn = config_->head_dim();
+  at::Tensor mixed = linear_qkv_.forward(rt, x);  // [s, b, np_local * 3 * hn]
+  const std::int64_t s = mixed.size(0), b = mixed.size(1);
+  const std::int64_t np_local = mixed.size(2) / (3 * hn);
+  // Megatron's layout: per head [q k v], heads contiguous -> heads split over TP.
+  auto qkv = mixed.view({s, b, np_local, 3 * hn}).split(hn, -1);
+  at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
+  if (rt.parallel.cp_size() > 1) {
+    // Every CP rank's queries see the keys/values of the whole sequence: all-gather
+    // them (backward: reduce-scatter the gradients), with their global positions.
+    Communicator* cp = rt.parallel.cp;
+    k = gather_from_sequence_parallel_region(k, cp);
+    v = gather_from_sequence_parallel_region(v, cp);
+    k_positions = cp->all_gather(positions.contiguous(), 0);
+  }
+  at::Tensor context = rt.backend->causal_attention(qkv[0], k, v, positions, k_positions,
+                                                    1.0 / std::sqrt(static_cast<double>(hn)));
+  // Parity probe: the core-attention output, heads (last dim) split over TP.
+  observe_tensor(*this, "attention_context", SourceKind::attention_context, context,
+                 /*tp_shard_dim=*/-1, /*sequence_dim=*/0, /*batch_dim=*/1);
+  return linear_proj_.forward(rt, context);
+}
+
+// ---------------------------------------------------------------- mlp
+Mlp::Mlp(std::string name, const ModelConfig* config, ParameterFactory& params)
+    : Module(name, config),
+      linear_fc1_(name + ".linear_fc1", config, params, config->hidden, config->fc1_width(),
+                  /*bias=*/true, /*gather_output=*/false, config->init_std,
+                  /*stacked_parts=*/config->activation == ActivationKind::swiglu ? 2 : 1),
+      linear_fc2_(name + ".linear_fc2", config, params, config->ffn_hidden, config->hidden,
+                  scaled_std(*config)) {}
+
+std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt,
+                                               const at::Tensor& x) const {
+  at::Tensor h = linear_fc1_.forward(rt, x);
+  h = config_->activation == ActivationKind::swiglu ? rt.backend->swiglu(h)
+                                                    : rt.backend->gelu(h);
+  auto [out, bias] = linear_fc2_.forward(rt, h);
+  // Parity probe: fc2's output before bias-dropout-add.
+  observe_tensor(*this, "mlp_output", SourceKind::mlp_output, out,
+                 config_->sequence_parallel ? OptionalDim(0) : std::nullopt, 0, 1);
+  return {out, bias};
+}
+
+// ---------------------------------------------------------------- layer
+TransformerLayer::TransformerLayer(std::string name, const ModelConfig* config,
+                                   ParameterFactory& params)
+    : Module(name, config),
+      input_layernorm_(name + ".input_layernorm", config, params),
+      self_attention_(name + ".self_attention", config, params),
+      pre_mlp_layernorm_(name + ".pre_mlp_layernorm", config, params),
+      mlp_(name + ".mlp", config, params) {}
+
+at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x,
+                                     const at::Tensor& positions) const {
+  at::Generator gen = rt.rng->generator(hidden_dropout_stream(*config_));
+  const double p = config_->dropout;
+
+  at::Tensor ln = input_layernorm_.forward(rt, x);
+  at::Tensor residual = config_->fp32_residual ? x.to(at::kFloat) : x;
+  auto [attn_out, attn_bias] = self_attention_.forward(rt, ln, positions);
+  at::Tensor h = rt.backend->bias_dropout_add(attn_out, attn_bias, residual, p, rt.training, gen);
+
+  at::Tensor ln2 = pre_mlp_layernorm_.forward(rt, h);
+  residual = config_->fp32_residual ? h.to(at::kFloat) : h;
+  auto [mlp_out, mlp_bias] = mlp_.forward(rt, ln2);
+  return rt.backend->bias_dropout_add(mlp_out, mlp_bias, residual, p, rt.training, gen);
+}
+
+// ---------------------------------------------------------------- embedding
+Embedding::Embedding(std::string name, const ModelConfig* config, ParameterFactory& params)
+    : Module(std::move(name), config) {
+  word_ = params.make(name_ + ".word_embeddings.weight", {config->vocab, config->hidden},
+                      InitKind::normal, config->init_std, ShardSpec::along(0));
+  position_ = params.make(name_ + ".position_embeddings.weight", {config->seq, config->hidden},
+                          InitKind::normal, config->init_std, ShardSpec::replicate());
+}
+
+at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
+                              const at::Tensor& positions) const {
+  Communicator* tp = rt.parallel.tp;
+  // Vocab-parallel lookup: ids outside this rank's rows look up row 0 and are
+  // zeroed; the all-reduce over TP assembles the full embedding.
+  const std::int64_t rows = word_.size(0);
+  const std::int64_t start = rt.parallel.tp_rank() * rows;
+  at::Tensor outside = (tokens < start).logical_or(tokens >= start + rows);
+  at::Tensor local_ids = (tokens - start).masked_fill(outside, 0);
+  at::Tensor words = rt.backend->embedding(local_ids, word_).masked_fill(outside.unsqueeze(-1), 0);
+  words = reduce_from_tensor_parallel_region(words, tp);  // [s, b, h]
+  at::Tensor pos = rt.backend->embedding(positions, position_).unsqueeze(1);  // [s, 1, h]
+  at::Tensor h = words + pos;
+  if (config_->fp32_residual) h = h.to(at::kFloat);
+  if (config_->sequence_parallel) h = scatter_to_sequence_parallel_region(h, tp);
+  at::Generator gen = rt.rng->generator(hidden_dropout_stream(*config_));
+  return rt.backend->dropout(h, config_->dropout, rt.training, gen);
+}
+
+// ---------------------------------------------------------------- model
+GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel)
+    : config_(config), params_(config_, parallel.tp_rank(), parallel.tp_size()) {
+  config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size());
+  rng_ = backend.make_rng_tracker();
+  rng_->seed(config_.seed, parallel.tp_rank());
+  runtime_ = ModelRuntime{&backend, parallel, rng_.get(), true};
+
+  embedding_ = std::make_unique<Embedding>("embedding", &config_, params_);
+  layers_.reserve(static_cast<size_t>(config_.layers));
+  for (std::int64_t i = 0; i < config_.layers; ++i) {
+    layers_.emplace_back("decoder.layers." + std::to_string(i), &config_, params_);
+  }
+  final_layernorm_ = std::make_unique<Norm>("decoder.final_layernorm", &config_, params_);
+  output_layer_ = std::make_unique<ColumnParallelLinear>(
+      "output_layer", &config_, params_, config_.hidden, config_.vocab, /*bias=*/false,
+      config_.gather_output, config_.init_std);
+}
+
+GPTModel::~GPTModel() = default;
+
+at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positions,
+                             std::optional<bool> runtime_gather_output) {
+  const ModelRuntime& rt = runtime_;
+  at::Tensor h = embedding_->forward(rt, tokens, positions);
+  for (const TransformerLayer& layer : layers_) {
+    at::Tensor accumulator = h;
+    h = layer.forward(rt, h, positions);
+    observe_layer_residuals(layer, accumulator, h);
+  }
+  h = final_layernorm_->forward(rt, h);
+  const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
+  at::Tensor logits = output_layer_->forward(rt, h, gathered);
+  observe_tensor(*output_layer_, "output_logits", SourceKind::output_logits, logits,
+                 logits_tp_shard_dim(gathered), 0, 1);
+  return logits;
+}
+
+at::Tensor GPTModel::loss(const at::Tensor& logits, const at::Tensor& labels) const {
+  return token_losses(logits, labels).mean();
+}
+
+at::Tensor GPTModel::token_losses(const at::Tensor& logits, const at::Tensor& labels) const {
+  // Vocab-parallel cross entropy (Megatron's), composed from differentiable
+  // pieces: the max is a detached constant (it cancels), the target logit and
+  // the sum of exponentials are all-reduced over TP with an identity backward.
+  // Gathered logits hold the full vocabulary: the same formula, no collectives.
+  const bool sharded = logits.size(-1) != config_.vocab;
+  Communicator* tp = sharded ? runtime_.parallel.tp : nullptr;
+  const at::ScalarType ct = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor z = logits.to(ct);
+  at::Tensor max = std::get<0>(z.detach().max(-1, /*keepdim=*/true));
+  if (tp != nullptr && tp->size() > 1) max = tp->all_reduce(max.contiguous(), ReduceOp::max);
+  at::Tensor shifted = z - max;
+  const std::int64_t rows = z.size(-1);
+  const std::int64_t start = sharded ? runtime_.parallel.tp_rank() * rows : 0;
+  at::Tensor outside = (labels < start).logical_or(labels >= start + rows);
+  at::Tensor local = (labels - start).masked_fill(outside, 0);
+  at::Tensor target = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0);
+  target = reduce_from_tensor_parallel_region(target, tp);
+  at::Tensor sum_exp = reduce_from_tensor_parallel_region(shifted.exp().sum(-1), tp);
+  return sum_exp.log() - target;
+}
+
+void GPTModel::finalize_grads() {
+  const ParallelContext& par = runtime_.parallel;
+  for (Parameter& p : params_.parameters()) {
+    if (!p.value.grad().defined()) p.value.mutable_grad() = at::zeros_like(p.value);
+    at::Tensor g = p.value.grad();
+    if (p.sequence_parallel && par.tp_size() > 1) {
+      g.copy_(par.tp->all_reduce(g.contiguous(), ReduceOp::sum));
+    }
+    if (par.cp_size() > 1) g.copy_(par.cp->all_reduce(g.contiguous(), ReduceOp::sum));
+    if (par.dp_size() > 1) g.copy_(par.dp->all_reduce(g.contiguous(), ReduceOp::sum));
+  }
+}
+
+at::Tensor context_parallel_positions(std::int64_t seq, int cp, int cp_rank) {
+  if (cp == 1) return at::arange(seq, at::kLong);
+  const std::int64_t chunk = seq / (2 * cp);
+  const std::int64_t first = cp_rank * chunk, second = (2 * cp - 1 - cp_rank) * chunk;
+  return at::cat({at::arange(first, first + chunk, at::kLong),
+                  at::arange(second, second + chunk, at::kLong)});
+}
+
+at::Tensor GPTModel::local_positions() const {
+  return context_parallel_positions(config_.seq, runtime_.parallel.cp_size(),
+                                    runtime_.parallel.cp_rank());
+}
+
+at::Tensor GPTModel::slice_sequence(const at::Tensor& full) const {
+  if (runtime_.parallel.cp_size() == 1) return full;
+  return full.index_select(0, local_positions());
+}
+
+std::int64_t GPTModel::global_microbatch(std::int64_t m, std::int64_t microbatches) const {
+  return runtime_.parallel.dp_rank() * microbatches + m;
+}
+
+}  // namespace parity

@@ -1,0 +1,222 @@
+#pragma once
+// A Megatron-style GPT stack written once against the Backend interface:
+// embedding -> N transformer layers -> final norm -> vocab-parallel output layer.
+// Activations are [s, b, h]; under sequence parallel the residual stream is
+// [s/tp, b, h]. See docs/model.md.
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/backend/backend.h"
+#include "harness/model/init.h"
+#include "harness/model/model_config.h"
+#include "harness/model/parallel_context.h"
+#include "harness/observation/tensor_observation.h"
+
+namespace parity {
+
+struct Parameter {
+  std::string name;        // canonical, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
+  at::Tensor value;        // this rank's shard (a leaf that requires grad)
+  ShardSpec shard;         // how the full tensor is split over TP
+  // True when each TP rank sees only part of the sequence in the forward (norm
+  // weights and row-parallel biases under SP), so its gradient is a partial sum
+  // that finalize_grads all-reduces over TP.
+  bool sequence_parallel = false;
+};
+
+// What every module needs at forward time.
+struct ModelRuntime {
+  const Backend* backend = nullptr;
+  ParallelContext parallel;
+  RngTracker* rng = nullptr;
+  bool training = true;
+};
+
+// A model object with a canonical dotted name (an observation owner).
+class Module : public ObservationOwner {
+ public:
+  Module(std::string name, const ModelConfig* config) : name_(std::move(name)), config_(config) {}
+  const std::string& canonical_name() const override { return name_; }
+  std::optional<bool> config_sequence_parallel() const override {
+    return config_->sequence_parallel;
+  }
+
+ protected:
+  std::string name_;
+  const ModelConfig* config_;
+};
+
+// Builds (full deterministic tensor -> this rank's shard) parameters.
+class ParameterFactory {
+ public:
+  ParameterFactory(const ModelConfig& config, int tp_rank, int tp_size)
+      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size) {}
+  at::Tensor make(const std::string& name, std::vector<std::int64_t> full_shape, InitKind kind,
+                  double std, ShardSpec shard, bool sequence_parallel = false);
+  std::vector<Parameter>& parameters() { return parameters_; }
+
+ private:
+  const ModelConfig& config_;
+  int tp_rank_, tp_size_;
+  std::vector<Parameter> parameters_;
+};
+
+// Weight [out/tp, in]: split on the output dim. Under SP the input [s/tp, b, in]
+// is all-gathered on dim 0 first (backward: reduce-scatter); otherwise it is
+// copied into the TP region (backward: all-reduce). Output [s, b, out/tp], or
+// gathered to [s, b, out] when resolve_gather_output(constructor, runtime) says so.
+class ColumnParallelLinear : public Module {
+ public:
+  ColumnParallelLinear(std::string name, const ModelConfig* config, ParameterFactory& params,
+                       std::int64_t in, std::int64_t out, bool bias, bool gather_output,
+                       double init_std, std::int64_t stacked_parts = 1);
+  at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x,
+                     std::optional<bool> runtime_gather_output = std::nullopt) const;
+  bool gather_output() const { return gather_output_; }
+  const at::Tensor& weight() const { return weight_; }
+
+ private:
+  at::Tensor weight_, bias_;
+  bool gather_output_;
+};
+
+// Weight [out, in/tp]: the input is already split on its last dim. The partial
+// outputs are reduce-scattered on dim 0 under SP, else all-reduced. The bias is
+// NOT added (Megatron's skip_bias_add): forward returns (output, bias) for the
+// bias-dropout-add.
+class RowParallelLinear : public Module {
+ public:
+  RowParallelLinear(std::string name, const ModelConfig* config, ParameterFactory& params,
+                    std::int64_t in, std::int64_t out, double init_std);
+  std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x) const;
+
+ private:
+  at::Tensor weight_, bias_;
+};
+
+class Norm : public Module {
+ public:
+  Norm(std::string name, const ModelConfig* config, ParameterFactory& params);
+  at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x) const;
+
+ private:
+  at::Tensor weight_, bias_;  // bias undefined for RMSNorm
+};
+
+// QKV column-parallel (heads split over TP, Megatron's per-head [q k v] layout),
+// causal core attention, projection row-parallel. Owns the attention_context probe.
+class SelfAttention : public Module {
+ public:
+  SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params);
+  // x [s(/tp), b, h]; positions [s] global (int64). Returns (output, bias).
+  std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x,
+                                            const at::Tensor& positions) const;
+
+ private:
+  ColumnParallelLinear linear_qkv_;
+  RowParallelLinear linear_proj_;
+};
+
+// fc1 column-parallel, activation, fc2 row-parallel. Owns the mlp_output probe.
+class Mlp : public Module {
+ public:
+  Mlp(std::string name, const ModelConfig* config, ParameterFactory& params);
+  std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x) const;
+
+ private:
+  ColumnParallelLinear linear_fc1_;
+  RowParallelLinear linear_fc2_;
+};
+
+// input norm -> attention -> bias-dropout-add -> pre-MLP norm -> MLP -> bias-dropout-add.
+class TransformerLayer : public Module {
+ public:
+  TransformerLayer(std::string name, const ModelConfig* config, ParameterFactory& params);
+  at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x, const at::Tensor& positions) const;
+  const SelfAttention& self_attention() const { return self_attention_; }
+  const Mlp& mlp() const { return mlp_; }
+
+ private:
+  Norm input_layernorm_;
+  SelfAttention self_attention_;
+  Norm pre_mlp_layernorm_;
+  Mlp mlp_;
+};
+
+// Vocab-parallel word embeddings (rows split over TP, masked lookup, all-reduce)
+// plus learned absolute position embeddings (replicated); fp32 cast under
+// fp32_residual; scattered to the SP region; embedding dropout.
+class Embedding : public Module {
+ public:
+  Embedding(std::string name, const ModelConfig* config, ParameterFactory& params);
+  at::Tensor forward(const ModelRuntime& rt, const at::Tensor& tokens,
+                     const at::Tensor& positions) const;
+
+ private:
+  at::Tensor word_, position_;
+};
+
+class GPTModel {
+ public:
+  // The backend must outlive the model. The model owns its RNG tracker, seeded
+  // from (config.seed, tp rank).
+  GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel);
+  ~GPTModel();
+
+  // tokens [s_local, b] int64 (this CP rank's part of the sequence), positions
+  // [s_local] their global positions. Observes residuals after every layer and
+  // output_logits. Returns logits [s_local, b, V/tp] or [s_local, b, V].
+  at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
+                     std::optional<bool> runtime_gather_output = std::nullopt);
+  // Per-token next-token cross entropy [s_local, b] (fp32 or fp64), from
+  // vocab-parallel or gathered logits (see docs/model.md).
+  at::Tensor token_losses(const at::Tensor& logits, const at::Tensor& labels) const;
+  // Mean over this rank's tokens.
+  at::Tensor loss(const at::Tensor& logits, const at::Tensor& labels) const;
+  // After backward: all-reduce over TP the gradients of sequence-parallel
+  // parameters, then every gradient over CP and DP (sums: a rank's loss is its
+  // share of the global mean, see global_batch_loss). Megatron's
+  // finalize_model_grads.
+  void finalize_grads();
+
+  // Context parallel (Megatron's load-balanced layout): the sequence is cut into
+  // 2*cp chunks and CP rank r holds chunks r and 2*cp-1-r. Returns the global
+  // positions of this rank's tokens, int64 [seq / cp] (all of [0, seq) without CP).
+  at::Tensor local_positions() const;
+  // This rank's rows (dim 0) of a full-sequence [seq, ...] tensor.
+  at::Tensor slice_sequence(const at::Tensor& full) const;
+  // The global microbatch index of this rank's microbatch m: DP rank d of D
+  // processes d * microbatches + m.
+  std::int64_t global_microbatch(std::int64_t m, std::int64_t microbatches) const;
+
+  const ModelConfig& config() const { return config_; }
+  std::vector<Parameter>& parameters() { return params_.parameters(); }
+  const std::vector<TransformerLayer>& layers() const { return layers_; }
+  const ColumnParallelLinear& output_layer() const { return *output_layer_; }
+  RngTracker& rng_tracker() { return *rng_; }
+  const ParallelContext& parallel() const { return runtime_.parallel; }
+  ModelRuntime& runtime() { return runtime_; }
+  void set_training(bool training) { runtime_.training = training; }
+
+ private:
+  ModelConfig config_;
+  ParameterFactory params_;
+  std::unique_ptr<RngTracker> rng_;
+  ModelRuntime runtime_;
+  std::unique_ptr<Embedding> embedding_;
+  std::vector<TransformerLayer> layers_;
+  std::unique_ptr<Norm> final_layernorm_;
+  std::unique_ptr<ColumnParallelLinear> output_layer_;
+};
+
+at::ScalarType to_scalar_type(ModelDType dtype);
+
+// Positions of CP rank `cp_rank`'s tokens in Megatron's load-balanced layout.
+at::Tensor context_parallel_positions(std::int64_t seq, int cp, int cp_rank);
+
+}  // namespace parity

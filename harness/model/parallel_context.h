@@ -1,0 +1,30 @@
+#pragma once
+// The communicators one rank's model uses, per axis. A null communicator is a
+// group of one (no transport needed): the single-rank path never touches a
+// Communicator at all.
+#include "harness/parallel/communicator.h"
+#include "harness/parallel/process_groups.h"
+
+namespace parity {
+
+struct ParallelContext {
+  Communicator* tp = nullptr;
+  Communicator* cp = nullptr;
+  Communicator* dp = nullptr;
+
+  static int rank_of(const Communicator* c) { return c ? c->rank() : 0; }
+  static int size_of(const Communicator* c) { return c ? c->size() : 1; }
+  int tp_rank() const { return rank_of(tp); }
+  int tp_size() const { return size_of(tp); }
+  int cp_rank() const { return rank_of(cp); }
+  int cp_size() const { return size_of(cp); }
+  int dp_rank() const { return rank_of(dp); }
+  int dp_size() const { return size_of(dp); }
+
+  static ParallelContext single() { return {}; }
+  static ParallelContext from(RankGroups& groups) {
+    return ParallelContext{groups.tp.get(), groups.cp.get(), groups.dp.get()};
+  }
+};
+
+}  // namespace parity

@@ -1,0 +1,467 @@
+// The model at one rank: config validation, deterministic init, the gather
+// precedence helper, fp64 numerics against an independent plain implementation
+// and against finite differences, and the observation sites.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "harness/backend/registry.h"
+#include "harness/model/gather_output.h"
+#include "harness/model/gpt_model.h"
+#include "tests/backend/gradcheck.h"
+
+namespace parity {
+namespace {
+
+using testing::check_gradients;
+using testing::weighted_sum;
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.hidden = 8;
+  c.heads = 2;
+  c.ffn_hidden = 8;
+  c.layers = 2;
+  c.seq = 4;
+  c.micro_batch = 2;
+  c.vocab = 12;
+  c.dtype = ModelDType::fp64;
+  c.seed = 11;
+  c.init_std = 0.5;  // large enough that every path matters in the checks
+  return c;
+}
+
+ModelConfig small_config() {
+  ModelConfig c = tiny_config();
+  c.hidden = 16;
+  c.heads = 4;
+  c.ffn_hidden = 24;
+  c.layers = 3;
+  c.seq = 8;
+  c.micro_batch = 3;
+  c.vocab = 20;
+  c.init_std = 0.2;
+  return c;
+}
+
+at::Tensor positions(std::int64_t s) { return at::arange(s, at::kLong); }
+
+// ------------------------------------------------------------------ config
+TEST(ModelConfigValidation, NamesFieldValueAndRule) {
+  ModelConfig c;
+  c.heads = 6;
+  c.hidden = 48;
+  c.ffn_hidden = 64;
+  c.vocab = 128;
+  try {
+    c.validate(4, 1, 1);
+    FAIL();
+  } catch (const ModelConfigError& e) {
+    EXPECT_EQ(e.field(), "heads");
+    EXPECT_STREQ(e.what(), "model config: heads = 6: must be divisible by tp (4)");
+  }
+  auto field_of = [](ModelConfig c, int tp, int cp, int dp) -> std::string {
+    try {
+      c.validate(tp, cp, dp);
+    } catch (const ModelConfigError& e) {
+      return e.field();
+    }
+    return "";
+  };
+  ModelConfig ok;
+  EXPECT_EQ(field_of(ok, 1, 1, 1), "");
+  EXPECT_EQ(field_of(ok, 4, 2, 2), "");
+  ModelConfig v = ok;
+  v.vocab = 130;
+  EXPECT_EQ(field_of(v, 4, 1, 1), "vocab");
+  v = ok;
+  v.ffn_hidden = 250;
+  EXPECT_EQ(field_of(v, 4, 1, 1), "ffn_hidden");
+  v = ok;
+  v.sequence_parallel = true;
+  EXPECT_EQ(field_of(v, 1, 1, 1), "sequence_parallel");
+  EXPECT_EQ(field_of(v, 2, 1, 1), "");
+  v = ok;
+  v.seq = 12;
+  EXPECT_EQ(field_of(v, 1, 4, 1), "seq");  // 2*cp = 8
+  v.seq = 10;
+  v.sequence_parallel = true;
+  EXPECT_EQ(field_of(v, 4, 1, 1), "seq");  // 10 % 4
+  v = ok;
+  v.dropout = 1.0;
+  EXPECT_EQ(field_of(v, 1, 1, 1), "dropout");
+  v = ok;
+  v.hidden = 66;
+  EXPECT_EQ(field_of(v, 1, 1, 1), "hidden");
+}
+
+// ------------------------------------------------------------------ init
+TEST(DeterministicInit, DependsOnlyOnSeedAndName) {
+  at::Tensor a = full_parameter(1, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble);
+  EXPECT_TRUE(at::equal(a, full_parameter(1, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
+  EXPECT_FALSE(at::equal(a, full_parameter(2, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
+  EXPECT_FALSE(at::equal(a, full_parameter(1, "y.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
+  // Drawn in fp64 whatever the dtype: fp32 is the rounded fp64 tensor.
+  EXPECT_TRUE(at::equal(full_parameter(1, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kFloat),
+                        a.to(at::kFloat)));
+  at::Tensor ones = full_parameter(1, "n.weight", {64}, InitKind::ones_plus_noise, 0.02, at::kDouble);
+  EXPECT_NEAR(ones.mean().item<double>(), 1.0, 0.02);
+}
+
+TEST(DeterministicInit, ShardAndUnshardRoundTrip) {
+  at::Tensor full = at::arange(48, at::kDouble).view({8, 6});
+  for (ShardSpec spec : {ShardSpec::along(0), ShardSpec::along(1), ShardSpec::along(0, 2)}) {
+    std::vector<at::Tensor> shards;
+    for (int r = 0; r < 2; ++r) shards.push_back(shard_of(full, spec, r, 2));
+    EXPECT_TRUE(at::equal(unshard(shards, spec), full));
+  }
+  // Stacked parts: rank r holds [block0_r; block1_r] (SwiGLU's [gate_r; up_r]).
+  at::Tensor s1 = shard_of(full, ShardSpec::along(0, 2), 1, 2);
+  EXPECT_TRUE(at::equal(s1, at::cat({full.slice(0, 2, 4), full.slice(0, 6, 8)}, 0)));
+  EXPECT_TRUE(at::equal(shard_of(full, ShardSpec::replicate(), 1, 2), full));
+  EXPECT_ANY_THROW(shard_of(full, ShardSpec::along(1), 0, 4));
+}
+
+TEST(DeterministicInit, MicrobatchDataDependsOnSeedAndIndex) {
+  MicrobatchData a = microbatch_data(3, 5, 8, 2, 50);
+  EXPECT_EQ(a.tokens.sizes(), (std::vector<std::int64_t>{8, 2}));
+  EXPECT_EQ(a.tokens.scalar_type(), at::kLong);
+  EXPECT_TRUE(at::equal(a.tokens, microbatch_data(3, 5, 8, 2, 50).tokens));
+  EXPECT_FALSE(at::equal(a.tokens, microbatch_data(3, 6, 8, 2, 50).tokens));
+  EXPECT_FALSE(at::equal(a.tokens, microbatch_data(4, 5, 8, 2, 50).tokens));
+  EXPECT_TRUE(at::equal(a.tokens.slice(0, 1, 8), a.labels.slice(0, 0, 7)));  // next token
+  EXPECT_GE(a.tokens.min().item<std::int64_t>(), 0);
+  EXPECT_LT(a.labels.max().item<std::int64_t>(), 50);
+}
+
+// ------------------------------------------------------------------ gather helper
+TEST(GatherOutput, RuntimeFlagWinsOverConstructorFlag) {
+  static_assert(!resolve_gather_output(false, std::nullopt));
+  static_assert(resolve_gather_output(true, std::nullopt));
+  static_assert(resolve_gather_output(false, true));
+  static_assert(!resolve_gather_output(true, false));
+  static_assert(resolve_gather_output(true, true));
+  static_assert(logits_tp_shard_dim(false) == std::optional<std::int64_t>(-1));
+  static_assert(!logits_tp_shard_dim(true).has_value());
+}
+
+// ------------------------------------------------------------------ plain implementation
+// An independent, straightforward GPT forward over the model's own (full, TP=1)
+// parameter tensors, written with ATen's built-in kernels.
+struct PlainGpt {
+  const ModelConfig& c;
+  std::map<std::string, at::Tensor> p;
+
+  PlainGpt(const ModelConfig& config, std::vector<Parameter>& params) : c(config) {
+    for (Parameter& q : params) p[q.name] = q.value;
+  }
+  at::Tensor norm(const std::string& n, const at::Tensor& x) const {
+    if (c.norm == NormKind::layer_norm) {
+      return at::layer_norm(x, {c.hidden}, p.at(n + ".weight"), p.at(n + ".bias"), c.norm_eps);
+    }
+    return x * at::rsqrt(x.pow(2).mean({-1}, true) + c.norm_eps) * p.at(n + ".weight");
+  }
+  at::Tensor logits(const at::Tensor& tokens) const {
+    const std::int64_t s = tokens.size(0), b = tokens.size(1), np = c.heads, hn = c.head_dim();
+    at::Tensor h = at::embedding(p.at("embedding.word_embeddings.weight"), tokens) +
+                   p.at("embedding.position_embeddings.weight").slice(0, 0, s).unsqueeze(1);
+    at::Tensor causal = at::ones({s, s}, at::kBool).triu(1);
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      const std::string L = "decoder.layers." + std::to_string(l);
+      at::Tensor x = norm(L + ".input_layernorm", h);
+      at::Tensor qkv = at::linear(x, p.at(L + ".self_attention.linear_qkv.weight"),
+                                  p.at(L + ".self_attention.linear_qkv.bias"))
+                           .view({s, b, np, 3, hn});
+      at::Tensor q = qkv.select(3, 0).permute({1, 2, 0, 3});  // [b, np, s, hn]
+      at::Tensor k = qkv.select(3, 1).permute({1, 2, 0, 3});
+      at::Tensor v = qkv.select(3, 2).permute({1, 2, 0, 3});
+      at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / std::sqrt(double(hn));
+      at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
+      at::Tensor ctx = at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
+      h = h + at::linear(ctx, p.at(L + ".self_attention.linear_proj.weight"),
+                         p.at(L + ".self_attention.linear_proj.bias"));
+      x = norm(L + ".pre_mlp_layernorm", h);
+      at::Tensor f = at::linear(x, p.at(L + ".mlp.linear_fc1.weight"), p.at(L + ".mlp.linear_fc1.bias"));
+      if (c.activation == ActivationKind::gelu) {
+        f = at::gelu(f);
+      } else {
+        f = at::silu(f.slice(-1, 0, c.ffn_hidden)) * f.slice(-1, c.ffn_hidden, 2 * c.ffn_hidden);
+      }
+      h = h + at::linear(f, p.at(L + ".mlp.linear_fc2.weight"), p.at(L + ".mlp.linear_fc2.bias"));
+    }
+    h = norm("decoder.final_layernorm", h);
+    return at::linear(h, p.at("output_layer.weight"));
+  }
+  at::Tensor loss(const at::Tensor& logits, const at::Tensor& labels) const {
+    return -at::log_softmax(logits, -1).gather(-1, labels.unsqueeze(-1)).mean();
+  }
+};
+
+std::map<std::string, at::Tensor> take_grads(std::vector<Parameter>& params) {
+  std::map<std::string, at::Tensor> g;
+  for (Parameter& p : params) {
+    g[p.name] = p.value.grad().defined() ? p.value.grad().clone() : at::Tensor();
+    if (p.value.grad().defined()) p.value.mutable_grad().zero_();
+  }
+  return g;
+}
+
+double rel_err(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / std::max(1e-300, b.abs().max().item<double>());
+}
+
+struct Variant {
+  NormKind norm;
+  ActivationKind act;
+};
+class ModelVsPlain : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
+  auto backend = make_backend("reference");
+  ModelConfig c = small_config();
+  c.norm = GetParam().norm;
+  c.activation = GetParam().act;
+  GPTModel model(c, *backend, ParallelContext::single());
+  MicrobatchData data = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
+
+  at::Tensor logits = model.forward(data.tokens, positions(c.seq));
+  at::Tensor loss = model.loss(logits, data.labels);
+  loss.backward();
+  model.finalize_grads();
+  auto grads = take_grads(model.parameters());
+
+  PlainGpt plain(c, model.parameters());
+  at::Tensor plain_logits = plain.logits(data.tokens);
+  at::Tensor plain_loss = plain.loss(plain_logits, data.labels);
+  plain_loss.backward();
+  auto plain_grads = take_grads(model.parameters());
+
+  EXPECT_EQ(logits.sizes(), (std::vector<std::int64_t>{c.seq, c.micro_batch, c.vocab}));
+  EXPECT_EQ(logits.scalar_type(), at::kDouble);
+  EXPECT_LT(rel_err(logits, plain_logits), 1e-12);
+  EXPECT_NEAR(loss.item<double>(), plain_loss.item<double>(), 1e-12);
+  for (const auto& [name, g] : plain_grads) {
+    ASSERT_TRUE(g.defined()) << name;
+    ASSERT_TRUE(grads[name].defined()) << name;
+    EXPECT_GT(g.abs().max().item<double>(), 0.0) << name;
+    EXPECT_LT(rel_err(grads[name], g), 1e-10) << name;
+  }
+  // Every parameter is named canonically and appears once.
+  EXPECT_EQ(grads.size(), model.parameters().size());
+  EXPECT_EQ(grads.count("decoder.layers.2.mlp.linear_fc2.bias"), 1u);
+  EXPECT_EQ(grads.count("embedding.word_embeddings.weight"), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelVsPlain,
+                         ::testing::Values(Variant{NormKind::layer_norm, ActivationKind::gelu},
+                                           Variant{NormKind::rms_norm, ActivationKind::swiglu}));
+
+// ------------------------------------------------------------------ finite differences
+class ModelFiniteDifferences : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(ModelFiniteDifferences, EveryParameterOfATinyModel) {
+  auto backend = make_backend("reference");
+  ModelConfig c = tiny_config();
+  c.norm = GetParam().norm;
+  c.activation = GetParam().act;
+  GPTModel model(c, *backend, ParallelContext::single());
+  MicrobatchData data = microbatch_data(c.seed, 1, c.seq, c.micro_batch, c.vocab);
+  std::vector<at::Tensor> leaves;
+  for (Parameter& p : model.parameters()) leaves.push_back(p.value);
+  EXPECT_TRUE(check_gradients(
+      [&] { return model.loss(model.forward(data.tokens, positions(c.seq)), data.labels); },
+      leaves));
+}
+
+TEST_P(ModelFiniteDifferences, OneTransformerLayerInputAndParameters) {
+  auto backend = make_backend("reference");
+  ModelConfig c = tiny_config();
+  c.norm = GetParam().norm;
+  c.activation = GetParam().act;
+  ParameterFactory factory(c, 0, 1);
+  TransformerLayer layer("decoder.layers.0", &c, factory);
+  auto rng = backend->make_rng_tracker();
+  ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
+  at::Tensor x = testing::random_leaf({c.seq, c.micro_batch, c.hidden}, 5);
+  std::vector<at::Tensor> leaves{x};
+  for (Parameter& p : factory.parameters()) leaves.push_back(p.value);
+  EXPECT_EQ(factory.parameters().size(), c.norm == NormKind::layer_norm ? 12u : 10u);
+  EXPECT_TRUE(check_gradients(
+      [&] { return weighted_sum(layer.forward(rt, x, positions(c.seq))); }, leaves));
+}
+
+INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelFiniteDifferences,
+                         ::testing::Values(Variant{NormKind::layer_norm, ActivationKind::gelu},
+                                           Variant{NormKind::rms_norm, ActivationKind::swiglu}));
+
+// ------------------------------------------------------------------ observation sites
+struct Seen {
+  std::string owner;
+  std::string name;
+  SourceKind kind;
+  OptionalDim tp, seq, batch;
+  std::vector<std::int64_t> shape;
+  at::Tensor tensor;
+};
+
+struct Recorder {
+  std::vector<Seen> seen;
+  TensorObservationCallback callback() {
+    return [this](const ObservationOwner& owner, std::string_view name, SourceKind kind,
+                  const at::Tensor& t, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
+      seen.push_back(Seen{owner.canonical_name(), std::string(name), kind, tp, seq, batch,
+                          t.sizes().vec(), t.detach().clone()});
+    };
+  }
+};
+
+TEST(ModelObservationSites, SevenFieldsPerSiteOncePerMicrobatchInOrder) {
+  auto backend = make_backend("reference");
+  ModelConfig c = small_config();
+  c.layers = 2;
+  GPTModel model(c, *backend, ParallelContext::single());
+  Recorder rec;
+  {
+    auto scope = capture_tensor_observations(rec.callback(), KindSet::all());
+    for (int mb = 0; mb < 2; ++mb) {
+      MicrobatchData d = microbatch_data(c.seed, mb, c.seq, c.micro_batch, c.vocab);
+      model.loss(model.forward(d.tokens, positions(c.seq)), d.labels).backward();
+    }
+  }
+  const std::vector<std::int64_t> hidden_shape{c.seq, c.micro_batch, c.hidden};
+  std::vector<std::tuple<std::string, std::string, SourceKind, OptionalDim,
+                         std::vector<std::int64_t>>>
+      expect;
+  for (int l = 0; l < 2; ++l) {
+    const std::string L = "decoder.layers." + std::to_string(l);
+    expect.emplace_back(L + ".self_attention", "attention_context", SourceKind::attention_context,
+                        -1, hidden_shape);
+    expect.emplace_back(L + ".mlp", "mlp_output", SourceKind::mlp_output, std::nullopt,
+                        hidden_shape);
+    expect.emplace_back(L, "residual_accumulator", SourceKind::residual_accumulator, std::nullopt,
+                        hidden_shape);
+    expect.emplace_back(L, "residual_contribution", SourceKind::residual_contribution,
+                        std::nullopt, hidden_shape);
+  }
+  expect.emplace_back("output_layer", "output_logits", SourceKind::output_logits, -1,
+                      std::vector<std::int64_t>{c.seq, c.micro_batch, c.vocab});
+  ASSERT_EQ(rec.seen.size(), 2 * expect.size());  // backward adds nothing
+  for (size_t i = 0; i < rec.seen.size(); ++i) {
+    const Seen& s = rec.seen[i];
+    const auto& [owner, name, kind, tp, shape] = expect[i % expect.size()];
+    EXPECT_EQ(s.owner, owner) << i;
+    EXPECT_EQ(s.name, name) << i;
+    EXPECT_EQ(s.kind, kind) << i;
+    EXPECT_EQ(s.tp, tp) << i;
+    EXPECT_EQ(s.seq, OptionalDim(0)) << i;
+    EXPECT_EQ(s.batch, OptionalDim(1)) << i;
+    EXPECT_EQ(s.shape, shape) << i;
+  }
+  // The residual stream is consistent: accumulator(l+1) = accumulator(l) + contribution(l).
+  EXPECT_TRUE(at::allclose(rec.seen[6].tensor, rec.seen[2].tensor + rec.seen[3].tensor, 1e-14, 1e-14));
+}
+
+TEST(ModelObservationSites, RuntimeGatherOverrideLabelsTheLogits) {
+  auto backend = make_backend("reference");
+  ModelConfig c = tiny_config();
+  c.gather_output = true;
+  GPTModel model(c, *backend, ParallelContext::single());
+  Recorder rec;
+  MicrobatchData d = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
+  {
+    auto scope = capture_tensor_observations(rec.callback(), KindSet{SourceKind::output_logits});
+    model.forward(d.tokens, positions(c.seq));                // constructor: gathered
+    model.forward(d.tokens, positions(c.seq), false);         // runtime wins: not gathered
+    model.forward(d.tokens, positions(c.seq), true);
+  }
+  ASSERT_EQ(rec.seen.size(), 3u);
+  EXPECT_EQ(rec.seen[0].tp, std::nullopt);
+  EXPECT_EQ(rec.seen[1].tp, OptionalDim(-1));
+  EXPECT_EQ(rec.seen[2].tp, std::nullopt);
+  EXPECT_EQ(rec.seen[0].owner, "output_layer");
+}
+
+TEST(ModelObservationSites, SuspendedForwardIsSilentAndNoScopeIsCheap) {
+  auto backend = make_backend("reference");
+  ModelConfig c = tiny_config();
+  GPTModel model(c, *backend, ParallelContext::single());
+  MicrobatchData d = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
+  Recorder rec;
+  auto scope = capture_tensor_observations(rec.callback(), KindSet::all());
+  {
+    auto quiet = suspend_tensor_observations();
+    model.forward(d.tokens, positions(c.seq));
+  }
+  EXPECT_TRUE(rec.seen.empty());
+  {
+    at::NoGradGuard no_grad;  // grad mode is not consulted
+    model.forward(d.tokens, positions(c.seq));
+  }
+  EXPECT_EQ(rec.seen.size(), 4u * c.layers + 1);
+}
+
+// ------------------------------------------------------------------ dtypes, dropout
+TEST(ModelDtypes, Bf16WithFp32ResidualKeepsTheResidualStreamFp32) {
+  auto backend = make_backend("reference");
+  ModelConfig c = small_config();
+  c.dtype = ModelDType::bf16;
+  c.fp32_residual = true;
+  c.init_std = 0.02;
+  GPTModel model(c, *backend, ParallelContext::single());
+  Recorder rec;
+  MicrobatchData d = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
+  at::Tensor logits;
+  {
+    auto scope = capture_tensor_observations(rec.callback(), KindSet::all());
+    logits = model.forward(d.tokens, positions(c.seq));
+  }
+  EXPECT_EQ(logits.scalar_type(), at::kBFloat16);
+  at::Tensor loss = model.loss(logits, d.labels);
+  EXPECT_EQ(loss.scalar_type(), at::kFloat);
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+  loss.backward();
+  for (Parameter& p : model.parameters()) {
+    ASSERT_TRUE(p.value.grad().defined()) << p.name;
+    EXPECT_EQ(p.value.grad().scalar_type(), at::kBFloat16) << p.name;
+  }
+  for (const Seen& s : rec.seen) {
+    if (s.kind == SourceKind::residual_accumulator || s.kind == SourceKind::residual_contribution) {
+      EXPECT_EQ(s.tensor.scalar_type(), at::kFloat) << s.owner;
+    } else if (s.kind == SourceKind::attention_context || s.kind == SourceKind::mlp_output) {
+      EXPECT_EQ(s.tensor.scalar_type(), at::kBFloat16) << s.owner;
+    }
+  }
+  // fp32 model against bf16: close (bf16 rounding).
+  ModelConfig c32 = c;
+  c32.dtype = ModelDType::fp32;
+  GPTModel m32(c32, *backend, ParallelContext::single());
+  EXPECT_NEAR(m32.loss(m32.forward(d.tokens, positions(c.seq)), d.labels).item<double>(),
+              loss.item<double>(), 0.05);
+}
+
+TEST(ModelDropout, MasksAreReproducibleFromTheTrackerState) {
+  auto backend = make_backend("reference");
+  ModelConfig c = small_config();
+  c.dropout = 0.2;
+  GPTModel model(c, *backend, ParallelContext::single());
+  MicrobatchData d = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
+  RngSnapshot start = model.rng_tracker().snapshot();
+  at::Tensor a = model.forward(d.tokens, positions(c.seq));
+  at::Tensor b = model.forward(d.tokens, positions(c.seq));
+  EXPECT_FALSE(at::equal(a, b));
+  model.rng_tracker().restore(start);
+  EXPECT_TRUE(at::equal(a, model.forward(d.tokens, positions(c.seq))));
+  model.set_training(false);
+  at::Tensor e1 = model.forward(d.tokens, positions(c.seq));
+  EXPECT_TRUE(at::equal(e1, model.forward(d.tokens, positions(c.seq))));
+  // A second model with the same seed draws the same masks.
+  GPTModel twin(c, *backend, ParallelContext::single());
+  model.rng_tracker().restore(start);
+  model.set_training(true);
+  EXPECT_TRUE(at::equal(twin.forward(d.tokens, positions(c.seq)),
+                        model.forward(d.tokens, positions(c.seq))));
+}
+
+}  // namespace
+}  // namespace parity

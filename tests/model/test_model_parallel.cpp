@@ -1,0 +1,274 @@
+// Sharded runs equal the single-rank run over the same global batch: thread
+// ranks over the Gloo transport, TP x CP x DP (x SP), fp64, two microbatches per
+// DP rank. Logits, the loss, every gradient (gathered back to the full tensor)
+// and every observation (reassembled over TP by its tp_shard_dim, compared with
+// this rank's CP rows) agree within 1e-10 relative. Rank threads only compute and
+// return; all assertions run on the test thread after join.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "harness/backend/registry.h"
+#include "harness/model/gpt_model.h"
+#include "harness/parallel/process_groups.h"
+#include "harness/parallel/rank_status.h"
+#include "harness/parallel/rendezvous.h"
+
+namespace parity {
+namespace {
+
+struct Observed {
+  std::string owner;
+  std::string name;
+  SourceKind kind;
+  OptionalDim tp, seq, batch;
+  at::Tensor tensor;  // reassembled over TP
+};
+
+struct MicrobatchResult {
+  std::int64_t global_index = 0;
+  at::Tensor positions;        // this rank's global sequence positions
+  at::Tensor logits;           // full vocab, this rank's positions
+  at::Tensor gathered_logits;  // from the runtime-gather forward (microbatch 0 only)
+  std::vector<Observed> observed;
+  std::vector<std::vector<std::int64_t>> local_shapes;
+};
+
+struct RankResult {
+  std::string error;
+  double loss = 0;  // the global loss (all-reduced over CP and DP)
+  std::map<std::string, at::Tensor> grads;  // full tensors
+  std::vector<MicrobatchResult> microbatches;
+};
+
+ModelConfig parallel_config(bool sp, ActivationKind act, NormKind norm) {
+  ModelConfig c;
+  c.hidden = 16;
+  c.heads = 4;
+  c.ffn_hidden = 24;
+  c.layers = 2;
+  c.seq = 8;
+  c.micro_batch = 2;
+  c.vocab = 20;
+  c.dtype = ModelDType::fp64;
+  c.seed = 99;
+  c.init_std = 0.2;
+  c.sequence_parallel = sp;
+  c.activation = act;
+  c.norm = norm;
+  return c;
+}
+
+// Gathers a TP-sharded tensor back to the full one (identity without TP).
+at::Tensor reassemble(Communicator* tp, const at::Tensor& local, OptionalDim dim) {
+  if (tp == nullptr || tp->size() == 1 || !dim.has_value()) return local.detach().clone();
+  const std::int64_t d = *dim < 0 ? *dim + local.dim() : *dim;
+  return tp->all_gather(local.detach().contiguous(), d);
+}
+
+double all_reduce_scalar(Communicator* c, double v) {
+  if (c == nullptr || c->size() == 1) return v;
+  return c->all_reduce(at::tensor({v}, at::kDouble), ReduceOp::sum).item<double>();
+}
+
+// One rank's (or the single rank's) step: `microbatches` microbatches of this
+// rank's DP slice, each this rank's CP slice; the loss is the rank's share of the
+// mean over every token of the global batch, so finalize_grads' sums give the
+// global gradient.
+RankResult run_model(const ModelConfig& c, ParallelContext par, std::int64_t microbatches) {
+  RankResult r;
+  auto backend = make_backend("reference");
+  GPTModel model(c, *backend, par);
+  const double global_tokens =
+      double(c.seq) * double(c.micro_batch) * double(microbatches) * par.dp_size();
+  const at::Tensor pos = model.local_positions();
+  double loss_share = 0;
+  for (std::int64_t m = 0; m < microbatches; ++m) {
+    MicrobatchResult mb;
+    mb.global_index = model.global_microbatch(m, microbatches);
+    mb.positions = pos;
+    MicrobatchData d = microbatch_data(c.seed, mb.global_index, c.seq, c.micro_batch, c.vocab);
+    at::Tensor tokens = model.slice_sequence(d.tokens), labels = model.slice_sequence(d.labels);
+    std::vector<Observed> raw;
+    at::Tensor logits;
+    {
+      auto scope = capture_tensor_observations(
+          [&](const ObservationOwner& o, std::string_view n, SourceKind k, const at::Tensor& t,
+              OptionalDim tp, OptionalDim seq, OptionalDim batch) {
+            raw.push_back(Observed{o.canonical_name(), std::string(n), k, tp, seq, batch,
+                                   t.detach().clone()});
+          },
+          KindSet::all());
+      logits = model.forward(tokens, pos);
+    }
+    at::Tensor loss = model.token_losses(logits, labels).sum() / global_tokens;
+    loss.backward();
+    loss_share += loss.item<double>();
+    mb.logits = reassemble(par.tp, logits, -1);
+    for (Observed& o : raw) {
+      mb.local_shapes.push_back(o.tensor.sizes().vec());
+      o.tensor = reassemble(par.tp, o.tensor, o.tp);
+      mb.observed.push_back(std::move(o));
+    }
+    if (m == 0) {  // the runtime gather override: full logits from every rank
+      at::NoGradGuard no_grad;
+      mb.gathered_logits = model.forward(tokens, pos, /*runtime_gather_output=*/true).clone();
+    }
+    r.microbatches.push_back(std::move(mb));
+  }
+  model.finalize_grads();
+  r.loss = all_reduce_scalar(par.dp, all_reduce_scalar(par.cp, loss_share));
+  for (Parameter& p : model.parameters()) {
+    at::Tensor g = p.value.grad();
+    if (p.shard.replicated() || par.tp_size() == 1) {
+      r.grads[p.name] = g.clone();
+    } else {
+      at::Tensor all = par.tp->all_gather(g.contiguous(), p.shard.dim);
+      auto pieces = all.chunk(par.tp_size(), p.shard.dim);
+      r.grads[p.name] = unshard(std::vector<at::Tensor>(pieces.begin(), pieces.end()), p.shard);
+    }
+  }
+  return r;
+}
+
+std::vector<RankResult> run_threads(const ModelConfig& c, int tp, int cp, int dp,
+                                    std::int64_t microbatches) {
+  ParallelTopology topology(tp, cp, dp);
+  const int world = topology.world_size();
+  auto rendezvous = Rendezvous::in_process(std::chrono::seconds(30));
+  std::vector<RankResult> results(world);
+  std::vector<RankStatusRecord> records(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        RankStatus::reset(&records[rank], rank);
+        RankStatus status(&records[rank]);
+        auto factory = make_transport_factory("gloo");
+        GroupOptions options;
+        options.timeout = std::chrono::seconds(30);
+        RankGroups groups = make_rank_groups(topology, rank, *rendezvous, *factory, &status, options);
+        results[rank] = run_model(c, ParallelContext::from(groups), microbatches);
+      } catch (const std::exception& e) {
+        results[rank].error = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+double rel_err(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / std::max(1e-300, b.abs().max().item<double>());
+}
+
+struct Case {
+  int tp, cp, dp;
+  bool sp;
+  ActivationKind act;
+  NormKind norm;
+};
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return "tp" + std::to_string(c.tp) + "_cp" + std::to_string(c.cp) + "_dp" +
+         std::to_string(c.dp) + (c.sp ? "_sp_" : "_") + std::string(to_string(c.act)) + "_" +
+         std::string(to_string(c.norm));
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
+
+class ShardedModel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ShardedModel, EqualsTheSingleRankRunInFp64) {
+  const Case k = GetParam();
+  at::set_num_threads(1);  // thread ranks on a few cores
+  constexpr std::int64_t kMicrobatches = 2;
+  const ModelConfig c = parallel_config(k.sp, k.act, k.norm);
+  ModelConfig single_cfg = c;
+  single_cfg.sequence_parallel = false;
+  // The single rank runs the whole global batch: dp * microbatches microbatches.
+  const RankResult single = run_model(single_cfg, ParallelContext::single(), k.dp * kMicrobatches);
+  const std::vector<RankResult> ranks = run_threads(c, k.tp, k.cp, k.dp, kMicrobatches);
+
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    ASSERT_EQ(ranks[rank].error, "") << "rank " << rank;
+  }
+  for (size_t rank = 0; rank < ranks.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankResult& r = ranks[rank];
+    EXPECT_NEAR(r.loss, single.loss, 1e-10 * std::abs(single.loss));
+    ASSERT_EQ(r.grads.size(), single.grads.size());
+    for (const auto& [name, g] : single.grads) {
+      ASSERT_TRUE(r.grads.at(name).defined()) << name;
+      EXPECT_LT(rel_err(r.grads.at(name), g), 1e-10) << name;
+    }
+    ASSERT_EQ(r.microbatches.size(), static_cast<size_t>(kMicrobatches));
+    for (const MicrobatchResult& mb : r.microbatches) {
+      SCOPED_TRACE("global microbatch " + std::to_string(mb.global_index));
+      const MicrobatchResult& s = single.microbatches.at(mb.global_index);
+      auto rows = [&](const at::Tensor& t) { return t.index_select(0, mb.positions); };
+      EXPECT_LT(rel_err(mb.logits, rows(s.logits)), 1e-10);
+      if (mb.gathered_logits.defined()) {
+        EXPECT_LT(rel_err(mb.gathered_logits, rows(s.logits)), 1e-10);
+      }
+      // Observations: the same sites in the same order; labels per SP; the
+      // tensors reassembled over TP equal this rank's rows of the single-rank ones.
+      ASSERT_EQ(mb.observed.size(), s.observed.size());
+      for (size_t i = 0; i < mb.observed.size(); ++i) {
+        const Observed& o = mb.observed[i];
+        const Observed& so = s.observed[i];
+        SCOPED_TRACE(o.owner + " " + o.name);
+        EXPECT_EQ(o.owner, so.owner);
+        EXPECT_EQ(o.kind, so.kind);
+        EXPECT_EQ(o.seq, OptionalDim(0));
+        EXPECT_EQ(o.batch, OptionalDim(1));
+        OptionalDim expect_tp;
+        switch (o.kind) {
+          case SourceKind::attention_context:
+          case SourceKind::output_logits: expect_tp = -1; break;
+          default: expect_tp = k.sp ? OptionalDim(0) : std::nullopt;
+        }
+        EXPECT_EQ(o.tp, expect_tp);
+        const at::Tensor expect = rows(so.tensor);
+        ASSERT_EQ(o.tensor.sizes(), expect.sizes());
+        EXPECT_LT(rel_err(o.tensor, expect), 1e-10);
+        // Local shapes: sharded over TP exactly where the label says.
+        const auto& local = mb.local_shapes[i];
+        if (o.tp.has_value()) {
+          const std::int64_t d = *o.tp < 0 ? *o.tp + expect.dim() : *o.tp;
+          EXPECT_EQ(local[d] * k.tp, expect.size(d));
+        } else {
+          EXPECT_EQ(local, expect.sizes().vec());
+        }
+      }
+    }
+  }
+}
+
+using A = ActivationKind;
+using N = NormKind;
+INSTANTIATE_TEST_SUITE_P(
+    TensorParallel, ShardedModel,
+    ::testing::Values(Case{2, 1, 1, false, A::gelu, N::layer_norm},
+                      Case{2, 1, 1, true, A::gelu, N::layer_norm},
+                      Case{2, 1, 1, true, A::swiglu, N::rms_norm},
+                      Case{4, 1, 1, false, A::swiglu, N::layer_norm},
+                      Case{4, 1, 1, true, A::gelu, N::rms_norm}),
+    case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    ContextAndDataParallel, ShardedModel,
+    ::testing::Values(Case{1, 2, 1, false, A::gelu, N::layer_norm},
+                      Case{1, 1, 2, false, A::swiglu, N::rms_norm},
+                      Case{1, 2, 2, false, A::gelu, N::rms_norm},
+                      Case{2, 2, 1, true, A::swiglu, N::layer_norm},
+                      Case{2, 1, 2, true, A::gelu, N::layer_norm},
+                      Case{2, 2, 2, false, A::gelu, N::layer_norm},
+                      Case{2, 2, 2, true, A::swiglu, N::rms_norm}),
+    case_name);
+
+}  // namespace
+}  // namespace parity
