@@ -2,6 +2,7 @@
 // directly; CMake force-includes it.
 #pragma once
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>

@@ -4,6 +4,7 @@
 #include "harness/observation/tensor_observation.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (not pulled in by ATen.h in 2.x)
 
 #include <stdexcept>
 #include <utility>

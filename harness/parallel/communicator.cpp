@@ -1,6 +1,7 @@
 #include "harness/parallel/communicator.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (not pulled in by ATen.h in 2.x)
 
 #include <array>
 #include <sstream>
