@@ -44,13 +44,13 @@ constexpr EnumNames<NormOption, 2> kNorm{
     {{NormOption::layernorm, "layernorm"}, {NormOption::rmsnorm, "rmsnorm"}}};
 constexpr EnumNames<ActivationOption, 2> kActivation{
     {{ActivationOption::gelu, "gelu"}, {ActivationOption::swiglu, "swiglu"}}};
-constexpr EnumNames<GraphMode, 3> kGraphs{{{GraphMode::none, "none"},
-                                           {GraphMode::per_layer, "per-layer"},
-                                           {GraphMode::full_iteration, "full-iteration"}}};
-constexpr EnumNames<RecomputeKind, 4> kRecompute{{{RecomputeKind::none, "none"},
-                                                  {RecomputeKind::full_uniform, "full-uniform"},
-                                                  {RecomputeKind::full_block, "full-block"},
-                                                  {RecomputeKind::selective, "selective"}}};
+constexpr EnumNames<GraphOption, 3> kGraphs{{{GraphOption::none, "none"},
+                                           {GraphOption::per_layer, "per-layer"},
+                                           {GraphOption::full_iteration, "full-iteration"}}};
+constexpr EnumNames<RecomputeOption, 4> kRecompute{{{RecomputeOption::none, "none"},
+                                                  {RecomputeOption::full_uniform, "full-uniform"},
+                                                  {RecomputeOption::full_block, "full-block"},
+                                                  {RecomputeOption::selective, "selective"}}};
 
 std::string str(long long v) { return std::to_string(v); }
 std::string str(int v) { return std::to_string(v); }
@@ -71,13 +71,13 @@ std::string_view to_string(LaunchMode v) { return kLaunch.name(v); }
 std::string_view to_string(DType v) { return kDType.name(v); }
 std::string_view to_string(NormOption v) { return kNorm.name(v); }
 std::string_view to_string(ActivationOption v) { return kActivation.name(v); }
-std::string_view to_string(GraphMode v) { return kGraphs.name(v); }
-std::string_view to_string(RecomputeKind v) { return kRecompute.name(v); }
+std::string_view to_string(GraphOption v) { return kGraphs.name(v); }
+std::string_view to_string(RecomputeOption v) { return kRecompute.name(v); }
 std::optional<LaunchMode> parse_launch_mode(std::string_view s) { return kLaunch.parse(s); }
 std::optional<DType> parse_dtype(std::string_view s) { return kDType.parse(s); }
 std::optional<NormOption> parse_norm(std::string_view s) { return kNorm.parse(s); }
 std::optional<ActivationOption> parse_activation(std::string_view s) { return kActivation.parse(s); }
-std::optional<GraphMode> parse_graph_mode(std::string_view s) { return kGraphs.parse(s); }
+std::optional<GraphOption> parse_graph_mode(std::string_view s) { return kGraphs.parse(s); }
 std::string known_launch_modes() { return kLaunch.known(); }
 std::string known_dtypes() { return kDType.known(); }
 std::string known_norms() { return kNorm.known(); }
@@ -98,14 +98,14 @@ std::optional<RecomputeSpec> parse_recompute(std::string_view spec, std::string*
   RecomputeSpec out;
   constexpr std::string_view kSelective = "selective:";
   if (spec.substr(0, kSelective.size()) != kSelective) {
-    const std::optional<RecomputeKind> kind = kRecompute.parse(spec);
-    if (!kind || *kind == RecomputeKind::selective)
+    const std::optional<RecomputeOption> kind = kRecompute.parse(spec);
+    if (!kind || *kind == RecomputeOption::selective)
       return fail("unknown recompute mode (known: none, full-uniform, full-block, "
                   "selective:<modules> with modules core_attn, layernorm, mlp)");
     out.kind = *kind;
     return out;
   }
-  out.kind = RecomputeKind::selective;
+  out.kind = RecomputeOption::selective;
   std::string_view rest = spec.substr(kSelective.size());
   if (rest.empty()) return fail("selective recompute needs at least one module (core_attn, layernorm, mlp)");
   while (true) {
@@ -141,7 +141,7 @@ bool operator==(const RunConfig& a, const RunConfig& b) {
          a.norm == b.norm && a.activation == b.activation && a.recompute == b.recompute &&
          a.recompute_layers == b.recompute_layers && a.graphs == b.graphs &&
          a.graph_warmup == b.graph_warmup && a.trace == b.trace &&
-         a.gather_output == b.gather_output;
+         a.gather_output == b.gather_output && a.lr == b.lr;
 }
 
 // ---------------------------------------------------------------- validation
@@ -235,6 +235,8 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   // Numerics.
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
     add("dropout", str(c.dropout), "must be in [0, 1)");
+  if (!(c.lr >= 0.0) || !std::isfinite(c.lr))
+    add("lr", str(c.lr), "must be a finite number >= 0");
   if (!(c.timeout > 0.0) || !std::isfinite(c.timeout))
     add("timeout", str(c.timeout), "must be > 0 seconds");
   else if (c.timeout > 24 * 3600.0)
@@ -245,11 +247,16 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   const std::optional<RecomputeSpec> rc = parse_recompute(c.recompute, &why);
   if (!rc) {
     add("recompute", c.recompute, why, K::text);
-  } else if ((rc->kind == RecomputeKind::full_uniform || rc->kind == RecomputeKind::full_block) &&
+  } else if ((rc->kind == RecomputeOption::full_uniform || rc->kind == RecomputeOption::full_block) &&
              model_ok && (c.recompute_layers < 1 || c.recompute_layers > c.layers)) {
     add("recompute-layers", str(c.recompute_layers),
         "must be in [1, " + str(c.layers) + "] (the number of layers) with --recompute " +
             c.recompute);
+  } else if (rc->kind == RecomputeOption::full_uniform && model_ok &&
+             c.layers % c.recompute_layers != 0) {
+    add("recompute-layers", str(c.recompute_layers),
+        "must divide the number of layers " + str(c.layers) +
+            " with --recompute full-uniform (chunks of equal size)");
   }
 
   if (c.graph_warmup < 0) add("graph-warmup", str(c.graph_warmup), "must be >= 0");
@@ -330,6 +337,7 @@ nlohmann::json to_json(const RunConfig& c) {
   j["graph-warmup"] = c.graph_warmup;
   j["trace"] = c.trace;
   j["gather-output"] = c.gather_output;
+  j["lr"] = c.lr;
   return j;
 }
 
@@ -339,7 +347,7 @@ const std::vector<std::string>& run_config_keys() {
       "check-collectives", "hidden", "heads", "ffn-hidden", "layers", "seq", "micro-batch",
       "microbatches", "steps", "vocab", "dtype", "fp32-residual", "dropout", "norm",
       "activation", "recompute", "recompute-layers", "graphs", "graph-warmup", "trace",
-      "gather-output"};
+      "gather-output", "lr"};
   return keys;
 }
 
@@ -429,10 +437,11 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
       c.activation = get_enum<ActivationOption>(key, v, parse_activation, known_activations());
     else if (key == "recompute") c.recompute = get_string(key, v);
     else if (key == "recompute-layers") c.recompute_layers = get_int(key, v);
-    else if (key == "graphs") c.graphs = get_enum<GraphMode>(key, v, parse_graph_mode, known_graph_modes());
+    else if (key == "graphs") c.graphs = get_enum<GraphOption>(key, v, parse_graph_mode, known_graph_modes());
     else if (key == "graph-warmup") c.graph_warmup = get_int(key, v);
     else if (key == "trace") c.trace = get_string(key, v);
     else if (key == "gather-output") c.gather_output = get_bool(key, v);
+    else if (key == "lr") c.lr = get_double(key, v);
     else {
       std::string known;
       for (const std::string& k : run_config_keys()) known += (known.empty() ? "" : ", ") + k;

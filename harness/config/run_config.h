@@ -18,22 +18,22 @@ enum class LaunchMode { threads, processes, env };
 enum class DType { fp32, fp64, bf16 };
 enum class NormOption { layernorm, rmsnorm };
 enum class ActivationOption { gelu, swiglu };
-enum class GraphMode { none, per_layer, full_iteration };
-enum class RecomputeKind { none, full_uniform, full_block, selective };
+enum class GraphOption { none, per_layer, full_iteration };
+enum class RecomputeOption { none, full_uniform, full_block, selective };
 
 std::string_view to_string(LaunchMode v);
 std::string_view to_string(DType v);
 std::string_view to_string(NormOption v);
 std::string_view to_string(ActivationOption v);
-std::string_view to_string(GraphMode v);
-std::string_view to_string(RecomputeKind v);
+std::string_view to_string(GraphOption v);
+std::string_view to_string(RecomputeOption v);
 
 // The spelling of every enum value is the CLI/JSON spelling ("full-iteration").
 std::optional<LaunchMode> parse_launch_mode(std::string_view s);
 std::optional<DType> parse_dtype(std::string_view s);
 std::optional<NormOption> parse_norm(std::string_view s);
 std::optional<ActivationOption> parse_activation(std::string_view s);
-std::optional<GraphMode> parse_graph_mode(std::string_view s);
+std::optional<GraphOption> parse_graph_mode(std::string_view s);
 // "a, b, c": the accepted spellings, for messages and help text.
 std::string known_launch_modes();
 std::string known_dtypes();
@@ -46,7 +46,7 @@ std::string known_graph_modes();
 // this is its parsed form.
 inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp"};
 struct RecomputeSpec {
-  RecomputeKind kind = RecomputeKind::none;
+  RecomputeOption kind = RecomputeOption::none;
   std::vector<std::string> modules;  // selective only, in the order written
   bool has(std::string_view module) const;
 };
@@ -83,10 +83,11 @@ struct RunConfig {
   ActivationOption activation = ActivationOption::gelu;
   std::string recompute = "none";          // see RecomputeSpec
   int recompute_layers = 1;                // full-uniform: layers per chunk; full-block: first N
-  GraphMode graphs = GraphMode::none;
+  GraphOption graphs = GraphOption::none;
   int graph_warmup = 1;
   std::string trace;                       // JSONL trace path; "" = none
   bool gather_output = false;              // output layer gathers logits over TP
+  double lr = 0.1;                         // SGD learning rate of the step driver (0: no update)
 
   int world_size() const { return tp * cp * dp; }
   // Parsed recompute spec; call only on a validated config (throws otherwise).

@@ -38,7 +38,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
        "--steps", "7", "--vocab", "200", "--dtype", "bf16", "--fp32-residual", "--dropout", "0.1",
        "--norm", "rmsnorm", "--activation", "swiglu", "--recompute", "selective:core_attn,mlp",
        "--recompute-layers", "2", "--graphs", "full-iteration", "--graph-warmup", "0", "--trace",
-       "t.jsonl", "--gather-output"});
+       "t.jsonl", "--gather-output", "--lr", "0.25"});
   ASSERT_TRUE(p.errors.empty()) << p.errors.front();
   EXPECT_EQ(p.command, "check");
   const RunConfig& c = p.config;
@@ -68,10 +68,11 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.activation, ActivationOption::swiglu);
   EXPECT_EQ(c.recompute, "selective:core_attn,mlp");
   EXPECT_EQ(c.recompute_layers, 2);
-  EXPECT_EQ(c.graphs, GraphMode::full_iteration);
+  EXPECT_EQ(c.graphs, GraphOption::full_iteration);
   EXPECT_EQ(c.graph_warmup, 0);
   EXPECT_EQ(c.trace, "t.jsonl");
   EXPECT_TRUE(c.gather_output);
+  EXPECT_EQ(c.lr, 0.25);
 }
 
 TEST(CommandLine, DefaultsAreRunConfigDefaults) {

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
+#include "harness/config/model_mapping.h"
 #include "harness/config/run_config.h"
 #include "harness/parallel/runtime_faults.h"
 
@@ -149,7 +152,7 @@ TEST(RunConfigValidation, Recompute) {
   c.recompute = "selective:core_attn,layernorm,mlp";
   EXPECT_TRUE(validate_run_config(c).empty());
   const RecomputeSpec spec = c.recompute_spec();
-  EXPECT_EQ(spec.kind, RecomputeKind::selective);
+  EXPECT_EQ(spec.kind, RecomputeOption::selective);
   EXPECT_TRUE(spec.has("layernorm"));
 }
 
@@ -169,6 +172,14 @@ TEST(RunConfigValidation, RecomputeLayersInRangeForFullModes) {
   c.recompute = "none";
   c.recompute_layers = 9;
   EXPECT_TRUE(validate_run_config(c).empty());
+  // full-uniform checkpoints chunks of equal size; full-block any first N.
+  c.layers = 5;
+  c.recompute = "full-uniform";
+  c.recompute_layers = 2;
+  expect_only(c, "--recompute-layers 2: must divide the number of layers 5 with --recompute "
+                 "full-uniform (chunks of equal size)");
+  c.recompute = "full-block";
+  EXPECT_TRUE(validate_run_config(c).empty());
 }
 
 TEST(RunConfigValidation, NumericRanges) {
@@ -177,7 +188,7 @@ TEST(RunConfigValidation, NumericRanges) {
   expect_only(c, "--graph-warmup -1: must be >= 0");
   c = {};
   c.graph_warmup = 0;
-  c.graphs = GraphMode::per_layer;
+  c.graphs = GraphOption::per_layer;
   EXPECT_TRUE(validate_run_config(c).empty());
   c = {};
   c.dropout = 1.0;
@@ -191,6 +202,13 @@ TEST(RunConfigValidation, NumericRanges) {
   expect_only(c, "--timeout 0: must be > 0 seconds");
   c.timeout = -2.5;
   expect_only(c, "--timeout -2.5: must be > 0 seconds");
+  c = {};
+  c.lr = -0.1;
+  expect_only(c, "--lr -0.1: must be a finite number >= 0");
+  c.lr = std::numeric_limits<double>::infinity();
+  expect_only(c, "--lr inf: must be a finite number >= 0");
+  c.lr = 0;
+  EXPECT_TRUE(validate_run_config(c).empty());
 }
 
 TEST(RunConfigValidation, InjectNamesKnownAndRanksInWorld) {
@@ -309,10 +327,11 @@ RunConfig unusual() {
   c.activation = ActivationOption::swiglu;
   c.recompute = "selective:core_attn,mlp";
   c.recompute_layers = 2;
-  c.graphs = GraphMode::full_iteration;
+  c.graphs = GraphOption::full_iteration;
   c.graph_warmup = 0;
   c.trace = "t.jsonl";
   c.gather_output = true;
+  c.lr = 0.25;
   return c;
 }
 
@@ -373,6 +392,77 @@ TEST(RunConfigJson, UnknownKeysAndWrongTypesNameTheKey) {
   EXPECT_EQ(parse_error(R"([1, 2])"), "expected a JSON object of run options, got [1,2]");
   // Negative sizes parse (validation reports them).
   EXPECT_EQ(run_config_from_json(nlohmann::json::parse(R"({"tp": -1})")).tp, -1);
+}
+
+// ---------------------------------------------------------------- RunConfig -> ModelConfig
+
+TEST(ModelMapping, EveryModelFieldIsMapped) {
+  const RunConfig c = unusual();
+  const ModelConfig m = model_config_from(c);
+  EXPECT_EQ(m.hidden, 96);
+  EXPECT_EQ(m.heads, 6);
+  EXPECT_EQ(m.ffn_hidden, 128);
+  EXPECT_EQ(m.layers, 5);
+  EXPECT_EQ(m.seq, 32);
+  EXPECT_EQ(m.micro_batch, 3);
+  EXPECT_EQ(m.vocab, 200);
+  EXPECT_EQ(m.dtype, ModelDType::bf16);
+  EXPECT_TRUE(m.fp32_residual);
+  EXPECT_EQ(m.dropout, 0.1);
+  EXPECT_EQ(m.norm, NormKind::rms_norm);
+  EXPECT_EQ(m.activation, ActivationKind::swiglu);
+  EXPECT_EQ(m.seed, 18446744073709551557ull);
+  EXPECT_TRUE(m.sequence_parallel);
+  EXPECT_TRUE(m.gather_output);
+  const ModelConfig d = model_config_from(RunConfig{});
+  EXPECT_EQ(d.dtype, ModelDType::fp32);
+  EXPECT_EQ(d.norm, NormKind::layer_norm);
+  EXPECT_EQ(d.activation, ActivationKind::gelu);
+  EXPECT_FALSE(d.sequence_parallel);
+  EXPECT_FALSE(d.gather_output);
+}
+
+// validate_run_config is the one rule set: every config it accepts maps onto a
+// ModelConfig that the model's own defensive check accepts too (so a valid run
+// never fails inside a rank for a config reason). Exhaustive over a grid that
+// crosses every divisibility rule.
+TEST(ModelMapping, EveryValidRunConfigIsAValidModelConfig) {
+  int accepted = 0, rejected = 0;
+  for (int tp : {1, 2, 3, 4})
+    for (int cp : {1, 2, 3})
+      for (int dp : {1, 2})
+        for (bool sp : {false, true})
+          for (int heads : {1, 2, 3, 4, 6})
+            for (int hidden : {12, 16, 24, 36})
+              for (int ffn : {6, 8, 12})
+                for (int vocab : {12, 20})
+                  for (int seq : {4, 6, 8, 12, 16, 24}) {
+                    RunConfig c;
+                    c.tp = tp, c.cp = cp, c.dp = dp, c.sp = sp, c.heads = heads;
+                    c.hidden = hidden, c.ffn_hidden = ffn, c.vocab = vocab, c.seq = seq;
+                    if (!validate_run_config(c).empty()) {
+                      ++rejected;
+                      continue;
+                    }
+                    ++accepted;
+                    try {
+                      model_config_from(c).validate(tp, cp, dp);
+                    } catch (const ModelConfigError& e) {
+                      ADD_FAILURE() << "validate_run_config accepted what the model rejects: "
+                                    << e.what();
+                    }
+                  }
+  EXPECT_GT(accepted, 100);
+  EXPECT_GT(rejected, 100);
+}
+
+TEST(ModelMapping, OptionsTheModelCannotHonourAreNamed) {
+  RunConfig c;
+  EXPECT_TRUE(unsupported_model_options(c).empty());
+  c.recompute = "full-uniform";
+  c.graphs = GraphOption::per_layer;
+  for (const ConfigViolation& v : unsupported_model_options(c))
+    EXPECT_EQ(format_for_cli(v).find('\n'), std::string::npos);
 }
 
 }  // namespace
