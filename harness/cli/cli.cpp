@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,6 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "harness/config/model_mapping.h"
+#include "harness/model/training_step.h"
 #include "harness/parallel/self_check.h"
 
 namespace parity::cli {
@@ -86,6 +89,8 @@ void add_run_options(CLI::App* app, Flags& f) {
   app->add_option("--trace", c.trace, "write the observation trace as JSONL to FILE")
       ->group(model);
   app->add_flag("--gather-output", c.gather_output, "gather the logits over TP")->group(model);
+  app->add_option("--lr", c.lr, "SGD learning rate of the training step (0: no update)")
+      ->group(model);
 }
 
 template <typename E>
@@ -108,9 +113,9 @@ const std::vector<Command>& commands() {
       {"check", "run the main job on the embedded default scenario (until the model exists: the "
                 "runtime self-check of every collective on every group)",
        true, ""},
-      {"run", "run one scenario given by the options and report its observations", false,
-       "parity run needs the model (issue 3), which is not implemented yet; "
-       "`parity check` runs the runtime self-check"},
+      {"run", "train the model for --steps steps on the options' scenario: per-step loss table, "
+              "observation trace with --trace",
+       true, ""},
       {"sweep", "run the property cross-checks over many generated scenarios", false,
        "parity sweep is not implemented yet (it needs the model and the properties)"},
       {"repro", "re-run one failing scenario from its reproduce string", false,
@@ -196,6 +201,26 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   return parsed;
 }
 
+namespace {
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", s);
+  return buf;
+}
+
+void print_run_header(const RunConfig& c, std::ostream& out) {
+  out << "parity run: " << c.layers << " layer(s), hidden " << c.hidden << ", heads " << c.heads
+      << ", ffn " << c.ffn_hidden << ", seq " << c.seq << ", micro-batch " << c.micro_batch
+      << " x " << c.microbatches << " microbatch(es) per DP rank, vocab " << c.vocab << ", "
+      << to_string(c.dtype) << ", " << to_string(c.norm) << ", " << to_string(c.activation)
+      << "; " << c.world_size() << " rank(s) = tp " << c.tp << " x cp " << c.cp << " x dp "
+      << c.dp << (c.sp ? " (sp)" : "") << ", launch " << to_string(c.launch) << "; " << c.steps
+      << " step(s), SGD lr " << c.lr << ", seed " << c.seed << std::endl;
+}
+
+}  // namespace
+
 int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
                      const LaunchOptions& options, bool* must_exit_now) {
   const ParsedCommand parsed = parse_command_line(argc, argv, out, options);
@@ -210,15 +235,24 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       return kExitBadInput;
     }
   }
-
-  // check: the runtime self-check until the model exists.
+  const bool run = parsed.command == "run";
   const RunConfig& config = parsed.config;
+  if (run) {
+    const std::vector<ConfigViolation> unsupported = unsupported_model_options(config);
+    for (const ConfigViolation& v : unsupported) err << format_for_cli(v) << "\n";
+    if (!unsupported.empty()) return kExitBadInput;
+  }
+
   const bool env = config.launch == LaunchMode::env;
   EnvRank env_rank;
   if (env) read_env_rank(config, &env_rank, options.getenv);
   const bool print_all = !env || env_rank.rank == 0;
+  const std::string who = "parity " + parsed.command;
 
-  if (print_all) {
+  if (print_all && run) {
+    print_run_header(config, out);
+  } else if (print_all) {
+    // check: the runtime self-check until the model's properties exist.
     out << "parity check: runtime self-check (the model does not exist yet) on "
         << config.world_size() << " rank(s) = tp " << config.tp << " x cp " << config.cp
         << " x dp " << config.dp << ", launch " << to_string(config.launch) << ", timeout "
@@ -232,12 +266,13 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
 
   LaunchResult result;
   try {
-    result = launch(config, kSelfCheckProgram, options);
+    if (run) register_model_program();
+    result = launch(config, run ? kModelProgram : kSelfCheckProgram, options);
   } catch (const ConfigError& e) {
     for (const ConfigViolation& v : e.violations()) err << format_for_cli(v) << "\n";
     return kExitBadInput;
   } catch (const std::exception& e) {
-    err << "parity check: could not launch the ranks: " << one_line(e.what()) << "\n";
+    err << who << ": could not launch the ranks: " << one_line(e.what()) << "\n";
     return kExitRankFailure;
   }
 
@@ -246,17 +281,40 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
     code = kExitRankFailure;
     for (const std::string& line : result.failure->lines()) err << line << "\n";
     if (result.failure->abandoned_threads && must_exit_now) *must_exit_now = true;
+  } else if (run && print_all) {
+    out << format_loss_table(result);
+    const std::string disagreement = loss_disagreement(result);
+    if (!disagreement.empty()) {
+      err << who << ": ranks disagree on the loss: " << disagreement << "\n";
+      code = kExitPropertyFailed;
+    }
+    std::string trace_note;
+    if (!config.trace.empty()) {
+      const std::string jsonl = trace_jsonl(result);
+      const long long lines = static_cast<long long>(std::count(jsonl.begin(), jsonl.end(), '\n'));
+      try {
+        write_file_atomically(config.trace, jsonl);
+        trace_note = ", trace " + config.trace + " (" + std::to_string(lines) + " records)";
+      } catch (const std::exception& e) {
+        err << who << ": --trace " << config.trace << ": " << e.what() << "\n";
+        if (code == kExitOk) code = kExitBadInput;
+      }
+    }
+    out << "run " << (code == kExitOk ? "done" : "FAILED") << ": " << result.world_size
+        << " rank(s), " << config.steps << " step(s)" << trace_note << ", "
+        << seconds_text(result.wall_seconds) << " s (" << result.rendezvous << ")" << std::endl;
+  } else if (run) {
+    out << "rank " << env_rank.rank << ": run done (rank 0 prints the table and writes the trace)"
+        << std::endl;
   } else if (print_all) {
     out << format_self_check_table(result);
     int checks = 0;
     for (const nlohmann::json& r : result.results)
       if (r.is_object()) checks += r.value("checks", 0);
     const bool passed = self_check_passed(result);
-    char wall[32];
-    std::snprintf(wall, sizeof wall, "%.2f", result.wall_seconds);
     out << "self-check " << (passed ? "passed" : "FAILED") << ": " << result.world_size
-        << " rank(s), " << checks << " checks, " << wall << " s (" << result.rendezvous << ")"
-        << std::endl;
+        << " rank(s), " << checks << " checks, " << seconds_text(result.wall_seconds) << " s ("
+        << result.rendezvous << ")" << std::endl;
     if (!passed) code = kExitPropertyFailed;
   } else {
     out << "rank " << env_rank.rank << ": self-check done (rank 0 prints the table)" << std::endl;
@@ -268,11 +326,15 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
     report["command"] = parsed.command;
     report["exit_code"] = code;
     report["config"] = to_json(config);
-    report["launch"] = result.to_json();
+    nlohmann::json launched = result.to_json();
+    // The trace has its own file; the report keeps the per-rank summaries.
+    for (nlohmann::json& r : launched["results"])
+      if (r.is_object()) r.erase("trace");
+    report["launch"] = std::move(launched);
     try {
       write_file_atomically(config.report, report.dump(2) + "\n");
     } catch (const std::exception& e) {
-      err << "parity check: --report " << config.report << ": " << e.what() << "\n";
+      err << who << ": --report " << config.report << ": " << e.what() << "\n";
       if (code == kExitOk) code = kExitBadInput;
     }
   }

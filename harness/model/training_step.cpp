@@ -1,0 +1,207 @@
+#include "harness/model/training_step.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/backend/registry.h"
+#include "harness/backend/stable_hash.h"
+#include "harness/config/model_mapping.h"
+#include "harness/model/execution_point.h"
+#include "harness/model/gpt_model.h"
+#include "harness/parallel/launcher.h"
+#include "harness/trace/trace_recorder.h"
+
+namespace parity {
+namespace {
+
+double sum_over(Communicator* c, double v) {
+  if (c == nullptr || c->size() == 1) return v;
+  return c->all_reduce(at::tensor({v}, at::kDouble), ReduceOp::sum).item<double>();
+}
+
+// One step; `recorder` may be null.
+StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step,
+                    const TraceRecorder* recorder) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t before = recorder ? recorder->size() : 0;
+  const ModelConfig& c = model.config();
+  const ParallelContext& par = model.parallel();
+  const double global_tokens = double(c.seq) * double(c.micro_batch) * double(o.microbatches) *
+                               double(par.dp_size());
+  const std::int64_t step_base = step * o.microbatches * par.dp_size();
+  const at::Tensor positions = model.local_positions();
+
+  StepResult r;
+  r.step = step;
+  r.logits_digest = kFnvOffset;
+  double loss_share = 0;
+  for (std::int64_t m = 0; m < o.microbatches; ++m) {
+    ExecutionPointScope point(ExecutionPoint{step, m, GraphPhase::eager});
+    const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
+    const MicrobatchData data = microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
+    const at::Tensor tokens = model.slice_sequence(data.tokens);
+    const at::Tensor labels = model.slice_sequence(data.labels);
+    const at::Tensor logits = model.forward(tokens, positions);
+    {
+      at::NoGradGuard no_grad;
+      r.logits_digest = fnv1a64(tensor_digest(logits), r.logits_digest);
+    }
+    const at::Tensor loss = model.token_losses(logits, labels).sum() / global_tokens;
+    loss.backward();
+    loss_share += loss.item<double>();
+  }
+
+  ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
+  model.finalize_grads();
+  r.loss = sum_over(par.dp, sum_over(par.cp, loss_share));
+  at::NoGradGuard no_grad;
+  r.grad_digest = kFnvOffset;
+  for (Parameter& p : model.parameters()) {
+    at::Tensor g = p.value.grad();
+    const std::uint64_t d = tensor_digest(g);
+    r.grad_digests.emplace_back(p.name, d);
+    r.grad_digest = fnv1a64(d, r.grad_digest);
+    if (o.lr != 0) p.value.sub_(g, o.lr);
+    g.zero_();
+  }
+  r.observations = (recorder ? recorder->size() : 0) - before;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+nlohmann::json step_json(const StepResult& s) {
+  nlohmann::json grads = nlohmann::json::object();
+  for (const auto& [name, d] : s.grad_digests) grads[name] = digest_hex(d);
+  return {{"step", s.step},
+          {"loss", s.loss},
+          {"logits_digest", digest_hex(s.logits_digest)},
+          {"grad_digest", digest_hex(s.grad_digest)},
+          {"grads", grads},
+          {"observations", s.observations},
+          {"seconds", s.seconds}};
+}
+
+[[maybe_unused]] const bool kRegistered = (register_model_program(), true);
+
+}  // namespace
+
+TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
+  TrainingResult result;
+  std::optional<TensorObservationCapture> capture;
+  if (o.recorder) capture.emplace(o.recorder->callback(), o.kinds.empty() ? first_wave_kinds() : o.kinds);
+  for (std::int64_t s = 0; s < o.steps; ++s) {
+    result.steps.push_back(run_step(model, o, s, o.recorder));
+    if (o.after_step) o.after_step(s);
+  }
+  return result;
+}
+
+nlohmann::json run_model_program(RankContext& ctx) {
+  const RunConfig& config = ctx.config;
+  const std::unique_ptr<Backend> backend = make_backend("reference");
+  GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups));
+  std::unique_ptr<TraceRecorder> recorder;
+  if (!config.trace.empty()) recorder = std::make_unique<TraceRecorder>(ctx.rank);
+
+  TrainingOptions options;
+  options.steps = config.steps;
+  options.microbatches = config.microbatches;
+  options.lr = config.lr;
+  options.recorder = recorder.get();
+  options.after_step = [&](std::int64_t step) {
+    if (step == 0) ctx.fault_point("model: after step 0");
+    ctx.check_cancelled();
+  };
+  const TrainingResult trained = run_training(model, options);
+
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepResult& s : trained.steps) steps.push_back(step_json(s));
+  nlohmann::json j = {
+      {"rank", ctx.rank},
+      {"coordinates",
+       {{"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}}},
+      {"steps", steps}};
+  if (recorder) {
+    j["counts"] = recorder->counts();
+    nlohmann::json trace = nlohmann::json::array();
+    for (const TraceRecord& r : recorder->records())
+      trace.push_back(nlohmann::json::parse(to_json(r).dump()));
+    j["trace"] = std::move(trace);
+  }
+  return j;
+}
+
+void register_model_program() { register_rank_program(kModelProgram, run_model_program); }
+
+std::string format_loss_table(const LaunchResult& result) {
+  const nlohmann::json* first = nullptr;
+  for (const nlohmann::json& r : result.results)
+    if (r.is_object() && r.contains("steps")) {
+      first = &r;
+      break;
+    }
+  if (first == nullptr) return "(no rank result)\n";
+  std::string out;
+  char line[160];
+  std::snprintf(line, sizeof line, "%5s  %-24s %12s %10s\n", "step", "loss (global mean)",
+                "observations", "seconds");
+  out += line;
+  const std::size_t steps = (*first)["steps"].size();
+  for (std::size_t s = 0; s < steps; ++s) {
+    long long observations = 0;
+    double slowest = 0;
+    for (const nlohmann::json& r : result.results) {
+      if (!r.is_object() || !r.contains("steps") || r["steps"].size() <= s) continue;
+      observations += r["steps"][s].value("observations", 0LL);
+      slowest = std::max(slowest, r["steps"][s].value("seconds", 0.0));
+    }
+    std::snprintf(line, sizeof line, "%5zu  %-24.17g %12lld %10.4f\n", s,
+                  (*first)["steps"][s]["loss"].get<double>(), observations, slowest);
+    out += line;
+  }
+  return out;
+}
+
+std::string loss_disagreement(const LaunchResult& result) {
+  const nlohmann::json* first = nullptr;
+  for (const nlohmann::json& r : result.results) {
+    if (!r.is_object() || !r.contains("steps")) continue;
+    if (first == nullptr) {
+      first = &r;
+      continue;
+    }
+    const nlohmann::json &a = (*first)["steps"], &b = r["steps"];
+    if (a.size() != b.size())
+      return "rank " + std::to_string(r.value("rank", -1)) + " reported " +
+             std::to_string(b.size()) + " steps, rank " + std::to_string(first->value("rank", -1)) +
+             " " + std::to_string(a.size());
+    for (std::size_t s = 0; s < a.size(); ++s) {
+      const double x = a[s]["loss"].get<double>(), y = b[s]["loss"].get<double>();
+      if (x != y) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "step %zu: rank %d loss %.17g != rank %d loss %.17g", s,
+                      first->value("rank", -1), x, r.value("rank", -1), y);
+        return buf;
+      }
+    }
+  }
+  return "";
+}
+
+std::string trace_jsonl(const LaunchResult& result) {
+  std::vector<TraceRecord> records;
+  for (const nlohmann::json& r : result.results) {
+    if (!r.is_object() || !r.contains("trace")) continue;
+    for (const nlohmann::json& t : r["trace"]) records.push_back(trace_record_from_json(t));
+  }
+  return to_jsonl(std::move(records));
+}
+
+}  // namespace parity

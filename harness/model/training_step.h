@@ -1,0 +1,86 @@
+#pragma once
+// The step driver: `steps` training steps of a GPTModel over this rank's
+// microbatches, with gradient accumulation, finalize_grads and an SGD update,
+// and the rank program "model" that `parity run` launches (threads, processes
+// or env mode). See docs/cli.md ("parity run") and docs/trace-format.md.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "harness/observation/source_kind.h"
+
+namespace parity {
+
+class GPTModel;
+class TraceRecorder;
+struct RankContext;
+struct LaunchResult;
+
+struct TrainingOptions {
+  std::int64_t steps = 2;
+  std::int64_t microbatches = 2;  // per DP rank
+  double lr = 0.1;                // SGD; 0 = no update
+  // When set, capture_tensor_observations(recorder, kinds) is active around the
+  // steps; the recorder must outlive run_training.
+  TraceRecorder* recorder = nullptr;
+  KindSet kinds;                  // empty = first_wave_kinds()
+  // Called on the rank thread after every step (fault points, cancellation).
+  std::function<void(std::int64_t step)> after_step;
+};
+
+struct StepResult {
+  std::int64_t step = 0;
+  // The mean next-token loss over every token of the step's global batch
+  // (all-reduced over CP and DP): the same value on every rank, and equal to
+  // the single-rank run's (up to summation order).
+  double loss = 0;
+  // FNV-1a 64 chained over this rank's logits of every microbatch, in order.
+  std::uint64_t logits_digest = 0;
+  // FNV-1a 64 chained over every gradient after finalize_grads, in parameter
+  // order, and each parameter's own digest (this rank's shard).
+  std::uint64_t grad_digest = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> grad_digests;
+  std::int64_t observations = 0;  // notifications recorded during the step
+  double seconds = 0;             // wall time of the step on this rank
+};
+
+struct TrainingResult {
+  std::vector<StepResult> steps;
+};
+
+// For each step s and local microbatch m: inputs of global microbatch
+// s * (dp * microbatches) + model.global_microbatch(m, microbatches), this CP
+// rank's tokens/labels/positions; forward; loss = sum of token losses / tokens
+// of the global batch; backward (gradients accumulate); then finalize_grads and
+// p -= lr * grad under no-grad; gradients zeroed. ExecutionPointScope{s, m,
+// eager} around each microbatch's forward and backward ({s, -1} around the
+// rest of the step).
+TrainingResult run_training(GPTModel& model, const TrainingOptions& options);
+
+inline constexpr const char* kModelProgram = "model";
+
+// The rank program: builds the model from ctx.config (model_config_from, the
+// "reference" backend), runs the driver (with a TraceRecorder when
+// config.trace is set) and returns
+//   {"rank", "coordinates": {tp, cp, dp}, "steps": [{"step", "loss",
+//    "logits_digest", "grad_digest", "grads": {name: digest}, "observations",
+//    "seconds"}], "counts": {kind: n}, "trace": [record...] (only with a trace)}.
+// The fault point is after step 0.
+nlohmann::json run_model_program(RankContext& ctx);
+// Registers run_model_program as "model" (idempotent; also done at start-up).
+void register_model_program();
+
+// `parity run`'s output: one row per step (loss, observations, slowest rank's
+// seconds). Empty results are skipped.
+std::string format_loss_table(const LaunchResult& result);
+// "" when every rank reported the same loss for every step, else a one-line
+// description of the first disagreement.
+std::string loss_disagreement(const LaunchResult& result);
+// Every rank's trace records as JSONL (docs/trace-format.md), sorted by (rank, seq).
+std::string trace_jsonl(const LaunchResult& result);
+
+}  // namespace parity

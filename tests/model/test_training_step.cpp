@@ -1,0 +1,195 @@
+// The step driver and the "model" rank program: a sharded run (thread ranks
+// over Gloo) gives the single-rank run's per-step losses with SGD between the
+// steps (fp64, rel 1e-10), every rank reports the same loss, and the trace has
+// exactly one notification per site per microbatch per step per rank, labelled
+// with the driver's ExecutionPoint.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/backend/registry.h"
+#include "harness/config/model_mapping.h"
+#include "harness/model/gpt_model.h"
+#include "harness/model/training_step.h"
+#include "harness/parallel/launcher.h"
+#include "harness/trace/trace_recorder.h"
+
+namespace parity {
+namespace {
+
+RunConfig small_run(int tp, int cp, int dp, bool sp, int microbatches = 2) {
+  RunConfig c;
+  c.tp = tp;
+  c.cp = cp;
+  c.dp = dp;
+  c.sp = sp;
+  c.hidden = 16;
+  c.heads = 4;
+  c.ffn_hidden = 24;
+  c.layers = 2;
+  c.seq = 8;
+  c.micro_batch = 2;
+  c.microbatches = microbatches;
+  c.steps = 2;
+  c.vocab = 20;
+  c.dtype = DType::fp64;
+  c.seed = 99;
+  c.lr = 0.5;
+  c.timeout = 60;
+  c.trace = "(recorded in memory)";  // the program records; only the CLI writes the file
+  return c;
+}
+
+LaunchResult run(const RunConfig& c) {
+  EXPECT_TRUE(validate_run_config(c).empty());
+  register_model_program();
+  LaunchResult r = launch(c, kModelProgram);
+  if (!r.ok()) ADD_FAILURE() << r.failure->lines().front();
+  return r;
+}
+
+std::vector<double> losses_of(const nlohmann::json& rank_result) {
+  std::vector<double> out;
+  for (const auto& s : rank_result["steps"]) out.push_back(s["loss"].get<double>());
+  return out;
+}
+
+struct Layout {
+  int tp, cp, dp;
+  bool sp;
+};
+std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
+  const Layout& l = info.param;
+  return "tp" + std::to_string(l.tp) + (l.sp ? "sp" : "") + "_cp" + std::to_string(l.cp) +
+         "_dp" + std::to_string(l.dp);
+}
+
+class TrainingStep : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(TrainingStep, ShardedLossesEqualTheSingleRankRunAndEverySiteIsTracedOnce) {
+  const Layout l = GetParam();
+  constexpr int kMicrobatches = 2;
+  const RunConfig sharded = small_run(l.tp, l.cp, l.dp, l.sp, kMicrobatches);
+  // The single rank processes the whole global batch: dp * microbatches microbatches.
+  const LaunchResult single = run(small_run(1, 1, 1, false, l.dp * kMicrobatches));
+  const LaunchResult ranks = run(sharded);
+  ASSERT_TRUE(single.ok() && ranks.ok());
+  const std::vector<double> want = losses_of(single.results[0]);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_NE(want[0], want[1]);
+
+  const int world = l.tp * l.cp * l.dp;
+  ASSERT_EQ(static_cast<int>(ranks.results.size()), world);
+  const std::vector<double> rank0 = losses_of(ranks.results[0]);
+  for (int rank = 0; rank < world; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const nlohmann::json& r = ranks.results[rank];
+    const std::vector<double> got = losses_of(r);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(got, rank0);  // identical on every rank, bit for bit
+    for (std::size_t s = 0; s < want.size(); ++s)
+      EXPECT_NEAR(got[s], want[s], 1e-10 * std::abs(want[s])) << "step " << s;
+
+    // Exactly one notification per site per microbatch per step, nothing else.
+    std::map<std::tuple<std::int64_t, std::int64_t, std::string>, int> seen;
+    std::int64_t expected_seq = 0;
+    for (const nlohmann::json& j : r["trace"]) {
+      const TraceRecord t = trace_record_from_json(j);
+      EXPECT_EQ(t.rank, rank);
+      EXPECT_EQ(t.seq, expected_seq++);
+      EXPECT_EQ(t.phase, GraphPhase::eager);
+      EXPECT_TRUE(t.grad_mode);  // forward, under grad
+      EXPECT_EQ(t.thread, 0);
+      EXPECT_EQ(t.summary.nan + t.summary.inf, 0);
+      ++seen[{t.step, t.microbatch, t.site}];
+    }
+    std::set<std::string> sites = {"output_layer.output_logits"};
+    for (int i = 0; i < sharded.layers; ++i) {
+      const std::string layer = "decoder.layers." + std::to_string(i);
+      sites.insert(layer + ".self_attention.attention_context");
+      sites.insert(layer + ".mlp.mlp_output");
+      sites.insert(layer + ".residual_accumulator");
+      sites.insert(layer + ".residual_contribution");
+    }
+    EXPECT_EQ(seen.size(), sites.size() * kMicrobatches * sharded.steps);
+    for (std::int64_t s = 0; s < sharded.steps; ++s)
+      for (std::int64_t m = 0; m < kMicrobatches; ++m)
+        for (const std::string& site : sites) {
+          auto it = seen.find({s, m, site});
+          EXPECT_TRUE(it != seen.end() && it->second == 1)
+              << "step " << s << " microbatch " << m << " " << site << ": "
+              << (it == seen.end() ? 0 : it->second);
+        }
+    std::int64_t per_step = 0;
+    for (const auto& s : r["steps"]) per_step += s["observations"].get<std::int64_t>();
+    EXPECT_EQ(per_step, static_cast<std::int64_t>(r["trace"].size()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TrainingStep,
+                         ::testing::Values(Layout{2, 1, 1, true}, Layout{1, 2, 1, false},
+                                           Layout{1, 1, 2, false}, Layout{2, 2, 2, true}),
+                         layout_name);
+
+TEST(TrainingStepDriver, SgdChangesTheWeightsAndLrZeroKeepsThem) {
+  at::set_num_threads(1);
+  const ModelConfig mc = model_config_from(small_run(1, 1, 1, false));
+  auto backend = make_backend("reference");
+  auto run_with = [&](double lr, TraceRecorder* recorder) {
+    GPTModel model(mc, *backend, ParallelContext::single());
+    TrainingOptions o;
+    o.steps = 3;
+    o.microbatches = 2;
+    o.lr = lr;
+    o.recorder = recorder;
+    std::vector<std::int64_t> after;
+    o.after_step = [&](std::int64_t s) { after.push_back(s); };
+    TrainingResult r = run_training(model, o);
+    EXPECT_EQ(after, (std::vector<std::int64_t>{0, 1, 2}));
+    return r;
+  };
+  const TrainingResult frozen = run_with(0.0, nullptr);
+  const TrainingResult trained = run_with(0.5, nullptr);
+  ASSERT_EQ(trained.steps.size(), 3u);
+  // Step 0 sees the initial weights either way.
+  EXPECT_EQ(frozen.steps[0].loss, trained.steps[0].loss);
+  EXPECT_EQ(frozen.steps[0].logits_digest, trained.steps[0].logits_digest);
+  EXPECT_EQ(frozen.steps[0].grad_digest, trained.steps[0].grad_digest);
+  for (std::size_t s = 1; s < 3; ++s) {
+    EXPECT_NE(frozen.steps[s].loss, trained.steps[s].loss) << s;
+    EXPECT_NE(frozen.steps[s].logits_digest, trained.steps[s].logits_digest) << s;
+  }
+  // Each step has its own global batch: losses differ even without updates.
+  EXPECT_NE(frozen.steps[0].loss, frozen.steps[1].loss);
+  EXPECT_EQ(frozen.steps[0].observations, 0);
+  EXPECT_EQ(trained.steps[0].grad_digests.size(),
+            GPTModel(mc, *backend, ParallelContext::single()).parameters().size());
+
+  // Recording changes nothing that is computed; it counts 4L+1 sites per microbatch.
+  TraceRecorder recorder(0);
+  const TrainingResult traced = run_with(0.5, &recorder);
+  for (std::size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(traced.steps[s].loss, trained.steps[s].loss);
+    EXPECT_EQ(traced.steps[s].grad_digest, trained.steps[s].grad_digest);
+    EXPECT_EQ(traced.steps[s].observations, (4 * mc.layers + 1) * 2);
+  }
+  EXPECT_EQ(recorder.size(), 3 * (4 * mc.layers + 1) * 2);
+}
+
+TEST(TrainingStepDriver, TheTraceIsDeterministic) {
+  const RunConfig c = small_run(2, 1, 2, true);
+  const std::string a = trace_jsonl(run(c));
+  const std::string b = trace_jsonl(run(c));
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace parity
