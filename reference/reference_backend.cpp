@@ -10,6 +10,7 @@
 
 #include "harness/backend/registry.h"
 #include "harness/backend/stable_hash.h"
+#include "reference/graph_emulation.h"
 
 namespace parity::reference {
 namespace {
@@ -154,6 +155,10 @@ at::Tensor ReferenceBackend::embedding(const at::Tensor& ids, const at::Tensor& 
 
 std::unique_ptr<RngTracker> ReferenceBackend::make_rng_tracker() const {
   return std::make_unique<ReferenceRngTracker>();
+}
+
+std::unique_ptr<GraphRunner> ReferenceBackend::make_graph_runner() const {
+  return std::make_unique<EmulatedGraphRunner>();
 }
 
 namespace {

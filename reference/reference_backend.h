@@ -29,6 +29,8 @@ class ReferenceBackend final : public Backend {
   at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const override;
 
   std::unique_ptr<RngTracker> make_rng_tracker() const override;
+  // The CPU emulation of graph phases (reference/graph_emulation.h).
+  std::unique_ptr<GraphRunner> make_graph_runner() const override;
 };
 
 }  // namespace parity::reference

@@ -2,10 +2,12 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/model/gather_output.h"
 #include "harness/model/tp_mappings.h"
+#include "harness/recompute/checkpoint.h"
 
 namespace parity {
 
@@ -24,6 +26,17 @@ namespace {
 // residual stream is replicated and so must its dropout masks be.
 RngStream hidden_dropout_stream(const ModelConfig& c) {
   return c.sequence_parallel ? RngStream::model_parallel : RngStream::data_parallel;
+}
+// Selective recompute of one module: training forwards only (Megatron checks
+// self.training); grad mode is not consulted.
+bool recompute_core_attn(const ModelConfig& c, const ModelRuntime& rt) {
+  return rt.training && c.recompute == RecomputeKind::selective && c.recompute_modules.core_attn;
+}
+bool recompute_mlp(const ModelConfig& c, const ModelRuntime& rt) {
+  return rt.training && c.recompute == RecomputeKind::selective && c.recompute_modules.mlp;
+}
+bool recompute_layernorm(const ModelConfig& c, const ModelRuntime& rt) {
+  return rt.training && c.recompute == RecomputeKind::selective && c.recompute_modules.layernorm;
 }
 // Output-side weights (fc2, proj) use Megatron's scaled init std / sqrt(2 L).
 double scaled_std(const ModelConfig& c) {
@@ -138,11 +151,22 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
     v = gather_from_sequence_parallel_region(v, cp);
     k_positions = cp->all_gather(positions.contiguous(), 0);
   }
-  at::Tensor context = rt.backend->causal_attention(qkv[0], k, v, positions, k_positions,
-                                                    1.0 / std::sqrt(static_cast<double>(hn)));
-  // Parity probe: the core-attention output, heads (last dim) split over TP.
-  observe_tensor(*this, "attention_context", SourceKind::attention_context, context,
-                 /*tp_shard_dim=*/-1, /*sequence_dim=*/0, /*batch_dim=*/1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
+  // The core attention and its probe: the selective "core_attn" recompute region.
+  const SelfAttention* self = this;
+  CheckpointFn core = [self, rt, positions, k_positions,
+                       scale](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+    at::Tensor context =
+        rt.backend->causal_attention(in[0], in[1], in[2], positions, k_positions, scale);
+    // Parity probe: the core-attention output, heads (last dim) split over TP.
+    observe_tensor(*self, "attention_context", SourceKind::attention_context, context,
+                   /*tp_shard_dim=*/-1, /*sequence_dim=*/0, /*batch_dim=*/1);
+    return {context};
+  };
+  const std::vector<at::Tensor> qkv_in{qkv[0], k, v};
+  at::Tensor context = recompute_core_attn(*config_, rt)
+                           ? checkpoint(core, qkv_in, rt.rng, name_ + ".core_attention")[0]
+                           : core(qkv_in)[0];
   return linear_proj_.forward(rt, context);
 }
 
@@ -157,14 +181,21 @@ Mlp::Mlp(std::string name, const ModelConfig* config, ParameterFactory& params)
 
 std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt,
                                                const at::Tensor& x) const {
-  at::Tensor h = linear_fc1_.forward(rt, x);
-  h = config_->activation == ActivationKind::swiglu ? rt.backend->swiglu(h)
-                                                    : rt.backend->gelu(h);
-  auto [out, bias] = linear_fc2_.forward(rt, h);
-  // Parity probe: fc2's output before bias-dropout-add.
-  observe_tensor(*this, "mlp_output", SourceKind::mlp_output, out,
-                 config_->sequence_parallel ? OptionalDim(0) : std::nullopt, 0, 1);
-  return {out, bias};
+  // The whole MLP and its probe: the selective "mlp" recompute region.
+  const Mlp* self = this;
+  CheckpointFn body = [self, rt](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+    const ModelConfig& c = *self->config_;
+    at::Tensor h = self->linear_fc1_.forward(rt, in[0]);
+    h = c.activation == ActivationKind::swiglu ? rt.backend->swiglu(h) : rt.backend->gelu(h);
+    at::Tensor out = self->linear_fc2_.forward(rt, h).first;
+    // Parity probe: fc2's output before bias-dropout-add.
+    observe_tensor(*self, "mlp_output", SourceKind::mlp_output, out,
+                   c.sequence_parallel ? OptionalDim(0) : std::nullopt, 0, 1);
+    return {out};
+  };
+  at::Tensor out = recompute_mlp(*config_, rt) ? checkpoint(body, {x}, rt.rng, name_)[0]
+                                                : body({x})[0];
+  return {out, linear_fc2_.bias()};
 }
 
 // ---------------------------------------------------------------- layer
@@ -181,14 +212,26 @@ at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x
   at::Generator gen = rt.rng->generator(hidden_dropout_stream(*config_));
   const double p = config_->dropout;
 
-  at::Tensor ln = input_layernorm_.forward(rt, x);
+  // Selective "layernorm": both norms through CheckpointWithoutOutput, their
+  // outputs freed once the consumer ran and recomputed when its gradient arrives.
+  const bool ckpt_norms = recompute_layernorm(*config_, rt);
+  auto norm_fn = [rt](const Norm* norm) {
+    return [rt, norm](const at::Tensor& t) { return norm->forward(rt, t); };
+  };
+  CheckpointWithoutOutput ln_ckpt(rt.rng, input_layernorm_.canonical_name());
+  at::Tensor ln = ckpt_norms ? ln_ckpt.checkpoint(norm_fn(&input_layernorm_), x)
+                             : input_layernorm_.forward(rt, x);
   at::Tensor residual = config_->fp32_residual ? x.to(at::kFloat) : x;
   auto [attn_out, attn_bias] = self_attention_.forward(rt, ln, positions);
+  if (ckpt_norms) ln_ckpt.discard_output_and_register_recompute(attn_out);
   at::Tensor h = rt.backend->bias_dropout_add(attn_out, attn_bias, residual, p, rt.training, gen);
 
-  at::Tensor ln2 = pre_mlp_layernorm_.forward(rt, h);
+  CheckpointWithoutOutput ln2_ckpt(rt.rng, pre_mlp_layernorm_.canonical_name());
+  at::Tensor ln2 = ckpt_norms ? ln2_ckpt.checkpoint(norm_fn(&pre_mlp_layernorm_), h)
+                              : pre_mlp_layernorm_.forward(rt, h);
   residual = config_->fp32_residual ? h.to(at::kFloat) : h;
   auto [mlp_out, mlp_bias] = mlp_.forward(rt, ln2);
+  if (ckpt_norms) ln2_ckpt.discard_output_and_register_recompute(mlp_out);
   return rt.backend->bias_dropout_add(mlp_out, mlp_bias, residual, p, rt.training, gen);
 }
 
@@ -237,6 +280,17 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
   output_layer_ = std::make_unique<ColumnParallelLinear>(
       "output_layer", &config_, params_, config_.hidden, config_.vocab, /*bias=*/false,
       config_.gather_output, config_.init_std);
+
+  graph_runner_ = backend.make_graph_runner();
+  if (config_.graphs != GraphMode::none) {
+    phased_ = dynamic_cast<PhasedGraphRunner*>(graph_runner_.get());
+    if (phased_ == nullptr) {
+      throw ModelConfigError("graphs", std::string(to_string(config_.graphs)),
+                             "backend " + std::string(backend.name()) +
+                                 " has no phased graph runner");
+    }
+    phased_->configure(GraphOptions{config_.graphs, config_.graph_warmup, rng_.get()});
+  }
 }
 
 GPTModel::~GPTModel() = default;
@@ -245,17 +299,91 @@ at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positio
                              std::optional<bool> runtime_gather_output) {
   const ModelRuntime& rt = runtime_;
   at::Tensor h = embedding_->forward(rt, tokens, positions);
-  for (const TransformerLayer& layer : layers_) {
-    at::Tensor accumulator = h;
-    h = layer.forward(rt, h, positions);
-    observe_layer_residuals(layer, accumulator, h);
-  }
+  // Full-iteration capture: the first activation is where "kernels have not
+  // run" starts (the reference poisons it; everything after is NaN).
+  if (phased_ != nullptr) phased_->poison_if_capturing(h);
+  h = decoder_forward(h, positions);
   h = final_layernorm_->forward(rt, h);
   const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
   at::Tensor logits = output_layer_->forward(rt, h, gathered);
   observe_tensor(*output_layer_, "output_logits", SourceKind::output_logits, logits,
                  logits_tp_shard_dim(gathered), 0, 1);
   return logits;
+}
+
+at::Tensor GPTModel::decoder_forward(const at::Tensor& h, const at::Tensor& positions) {
+  const std::int64_t L = config_.layers;
+  const std::int64_t n = config_.recompute_layers;
+  const bool full = runtime_.training && (config_.recompute == RecomputeKind::full_uniform ||
+                                          config_.recompute == RecomputeKind::full_block);
+  if (!full) return run_layers(0, L, h, positions);
+  // The chunk function: layers [begin, end) with their residual observations
+  // inside, so the chunk's no-grad forward observes each layer once and the
+  // suspended recomputation does not.
+  auto chunk = [this, positions](std::int64_t begin, std::int64_t end) -> CheckpointFn {
+    return [this, positions, begin, end](const std::vector<at::Tensor>& in) {
+      return std::vector<at::Tensor>{run_layers(begin, end, in[0], positions)};
+    };
+  };
+  auto label = [](std::int64_t begin, std::int64_t end) {
+    return "decoder.layers[" + std::to_string(begin) + ":" + std::to_string(end) + "]";
+  };
+  at::Tensor x = h;
+  if (config_.recompute == RecomputeKind::full_uniform) {
+    for (std::int64_t b = 0; b < L; b += n) {
+      const std::int64_t e = std::min(L, b + n);
+      x = checkpoint(chunk(b, e), {x}, rng_.get(), label(b, e))[0];
+    }
+  } else {  // full_block: the first n layers each checkpointed, the rest plain
+    for (std::int64_t i = 0; i < L; ++i) {
+      x = i < n ? checkpoint(chunk(i, i + 1), {x}, rng_.get(), label(i, i + 1))[0]
+                : run_layers(i, i + 1, x, positions);
+    }
+  }
+  return x;
+}
+
+at::Tensor GPTModel::run_layers(std::int64_t begin, std::int64_t end, const at::Tensor& h,
+                                const at::Tensor& positions) {
+  at::Tensor x = h;
+  for (std::int64_t i = begin; i < end; ++i) {
+    at::Tensor accumulator = x;
+    x = run_layer(i, x, positions);
+    // Eager, outside any graphed layer: with per-layer graphs the contribution is
+    // rebuilt here as output - accumulator every step.
+    observe_layer_residuals(layers_[static_cast<size_t>(i)], accumulator, x);
+  }
+  return x;
+}
+
+at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
+                               const at::Tensor& positions) {
+  const TransformerLayer* layer = &layers_[static_cast<size_t>(index)];
+  // Graphs are a training feature (Megatron captures training layers only):
+  // evaluation forwards run the layer eagerly.
+  if (phased_ == nullptr || config_.graphs != GraphMode::per_layer || !runtime_.training) {
+    return layer->forward(runtime_, h, positions);
+  }
+  const ModelRuntime* rt = &runtime_;
+  RegionFn fn = [layer, rt, positions](const std::vector<at::Tensor>& in) {
+    return std::vector<at::Tensor>{layer->forward(*rt, in[0], positions)};
+  };
+  const bool last = index + 1 == config_.layers;  // Megatron hands out a clone of the last layer's buffer
+  return phased_->run_region(layer->canonical_name(), fn, {h}, last)[0];
+}
+
+void GPTModel::end_step() {
+  if (phased_ != nullptr && config_.graphs == GraphMode::per_layer) phased_->create_graphs();
+}
+
+void GPTModel::run_iteration(const std::function<void()>& body) {
+  if (phased_ == nullptr || config_.graphs != GraphMode::full_iteration) {
+    body();
+    return;
+  }
+  std::vector<at::Tensor> preserved;
+  for (const Parameter& p : params_.parameters()) preserved.push_back(p.value);
+  phased_->run_iteration(body, preserved);
 }
 
 at::Tensor GPTModel::loss(const at::Tensor& logits, const at::Tensor& labels) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness/backend/backend.h"
+#include "harness/graphs/graph_runner.h"
 #include "harness/model/init.h"
 #include "harness/model/model_config.h"
 #include "harness/model/parallel_context.h"
@@ -94,6 +95,7 @@ class RowParallelLinear : public Module {
   RowParallelLinear(std::string name, const ModelConfig* config, ParameterFactory& params,
                     std::int64_t in, std::int64_t out, double init_std);
   std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x) const;
+  const at::Tensor& bias() const { return bias_; }
 
  private:
   at::Tensor weight_, bias_;
@@ -123,6 +125,8 @@ class SelfAttention : public Module {
 };
 
 // fc1 column-parallel, activation, fc2 row-parallel. Owns the mlp_output probe.
+// Under selective recompute "core_attn" the core attention and its probe run in
+// one checkpoint; under "mlp" the whole MLP and its probe do.
 class Mlp : public Module {
  public:
   Mlp(std::string name, const ModelConfig* config, ParameterFactory& params);
@@ -134,6 +138,9 @@ class Mlp : public Module {
 };
 
 // input norm -> attention -> bias-dropout-add -> pre-MLP norm -> MLP -> bias-dropout-add.
+// Under selective recompute "layernorm" both norms run through
+// CheckpointWithoutOutput (output freed once consumed, recomputed before the
+// consumer's backward).
 class TransformerLayer : public Module {
  public:
   TransformerLayer(std::string name, const ModelConfig* config, ParameterFactory& params);
@@ -199,6 +206,22 @@ class GPTModel {
   const std::vector<TransformerLayer>& layers() const { return layers_; }
   const ColumnParallelLinear& output_layer() const { return *output_layer_; }
   RngTracker& rng_tracker() { return *rng_; }
+  // The backend's graph runner (EagerGraphRunner-like when graphs are none).
+  GraphRunner& graph_runner() { return *graph_runner_; }
+  // The phased runner when config.graphs != none (null otherwise).
+  PhasedGraphRunner* phased_graph_runner() { return phased_; }
+
+  // Call after each training step (after its backward passes). Per-layer
+  // graphs: the first call after a recorded step builds the graphs (Megatron's
+  // create_cudagraphs: K warmup runs and one capture per layer); later calls do
+  // nothing. A no-op in the other modes.
+  void end_step();
+  // Full-iteration graphs: wraps one iteration's forward/backward (Megatron's
+  // FullCudaGraphWrapper around forward_backward_func): iterations < K eager,
+  // iteration K captured then replayed, later iterations replayed. The body
+  // must assign (not accumulate) its results: at iteration K it runs twice.
+  // Parameters and gradients are put back after the capture. Other modes: body().
+  void run_iteration(const std::function<void()>& body);
   const ParallelContext& parallel() const { return runtime_.parallel; }
   ModelRuntime& runtime() { return runtime_; }
   void set_training(bool training) { runtime_.training = training; }
@@ -212,6 +235,18 @@ class GPTModel {
   std::vector<TransformerLayer> layers_;
   std::unique_ptr<Norm> final_layernorm_;
   std::unique_ptr<ColumnParallelLinear> output_layer_;
+  std::unique_ptr<GraphRunner> graph_runner_;
+  PhasedGraphRunner* phased_ = nullptr;
+
+  // The decoder stack with recompute and per-layer graphs wrapped around the
+  // one layer structure.
+  at::Tensor decoder_forward(const at::Tensor& h, const at::Tensor& positions);
+  // Layers [begin, end) with the residual observation after each (the chunk
+  // function full recompute checkpoints).
+  at::Tensor run_layers(std::int64_t begin, std::int64_t end, const at::Tensor& h,
+                        const at::Tensor& positions);
+  // One layer, through the per-layer graph runner when graphs are per_layer.
+  at::Tensor run_layer(std::int64_t index, const at::Tensor& h, const at::Tensor& positions);
 };
 
 at::ScalarType to_scalar_type(ModelDType dtype);

@@ -11,10 +11,36 @@ namespace parity {
 enum class ModelDType : std::int8_t { fp32, fp64, bf16 };
 enum class NormKind : std::int8_t { layer_norm, rms_norm };
 enum class ActivationKind : std::int8_t { gelu, swiglu };
+// Activation recompute (Megatron's recompute_granularity / recompute_method):
+//   full_uniform - consecutive chunks of recompute_layers layers, each chunk one checkpoint;
+//   full_block   - the first recompute_layers layers each checkpointed, the rest plain;
+//   selective    - the modules in recompute_modules (core_attn, layernorm, mlp).
+enum class RecomputeKind : std::int8_t { none, full_uniform, full_block, selective };
+// Graph phases (docs/graph-phases.md): none, one graph per transformer layer
+// (Megatron's "local" impl, whole-layer capture), or the whole forward/backward.
+enum class GraphMode : std::int8_t { none, per_layer, full_iteration };
+
+// The selective-recompute module set.
+struct RecomputeModules {
+  bool core_attn = false;
+  bool layernorm = false;
+  bool mlp = false;
+  bool empty() const { return !core_attn && !layernorm && !mlp; }
+  friend bool operator==(RecomputeModules a, RecomputeModules b) {
+    return a.core_attn == b.core_attn && a.layernorm == b.layernorm && a.mlp == b.mlp;
+  }
+};
 
 std::string_view to_string(ModelDType d);
 std::string_view to_string(NormKind n);
 std::string_view to_string(ActivationKind a);
+std::string_view to_string(RecomputeKind r);  // "none", "full-uniform", "full-block", "selective"
+std::string_view to_string(GraphMode g);      // "none", "per-layer", "full-iteration"
+// "core_attn,layernorm,mlp" (the set in that order; "" when empty).
+std::string to_string(RecomputeModules m);
+// Parses a comma-separated module list; throws ModelConfigError naming
+// `recompute_modules` and the unknown module.
+RecomputeModules parse_recompute_modules(std::string_view list);
 
 // One-line, user-facing: "model config: heads = 6: must be divisible by tp (4)".
 class ModelConfigError : public std::invalid_argument {
@@ -44,6 +70,13 @@ struct ModelConfig {
   bool gather_output = false;     // the output layer's constructor flag
   double norm_eps = 1e-5;
   double init_std = 0.02;
+  // Activation recompute (harness/recompute/, docs/model.md "Recompute").
+  RecomputeKind recompute = RecomputeKind::none;
+  RecomputeModules recompute_modules;  // selective only
+  std::int64_t recompute_layers = 1;   // N for full_uniform / full_block
+  // Graph phases (harness/graphs/, docs/graph-phases.md).
+  GraphMode graphs = GraphMode::none;
+  std::int64_t graph_warmup = 1;       // K: per-layer warmup runs / eager iterations before capture
 
   std::int64_t head_dim() const { return hidden / heads; }
   std::int64_t fc1_width() const {

@@ -1,0 +1,131 @@
+#pragma once
+// Graph phases (contract.md section 3, docs/graph-phases.md): the phase state
+// machine every backend's graph runner shares. What is backend-specific - how a
+// capture executes (CUDA: stream capture, kernels do not run; the reference: host
+// code runs on NaN-poisoned buffers) and how a replay executes (CUDA: graph
+// launch; the reference: the region's math with notifications that reach no
+// callback) - is left to three hooks a backend implements.
+//
+// Per-layer ("local" graphs, whole-layer capture):
+//   record   - until create_graphs(): each region runs eagerly; the first call's
+//              inputs are cloned for warmup/capture; sites inside fire normally.
+//   warmup   - create_graphs(): K eager runs of each region on the cloned inputs
+//              (grad on, a backward via autograd::grad with zero output grads that
+//              leaves .grad alone), checkpoints bypassed, ExecutionPoint step -1.
+//   capture  - then one capture per region: host code runs once, contents undefined;
+//              the kinds is_observing_tensor answers at that moment are frozen.
+//   replay   - every later call: no host code inside the region runs; notifications
+//              inside are absent, is_observing answers inside are the frozen ones,
+//              outputs land in static buffers reused by every replay.
+// Full-iteration: run_iteration(body): iterations < K eager, iteration K captured
+// (host code once, contents undefined) then replayed, later iterations replayed.
+//
+// The RNG tracker is put back after warmup and capture, so the first replay
+// draws what an eager step would have drawn (replays compare bit for bit with
+// eager runs).
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/backend/backend.h"
+#include "harness/model/model_config.h"
+#include "harness/observation/source_kind.h"
+
+namespace parity {
+
+using RegionFn = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
+struct GraphOptions {
+  GraphMode mode = GraphMode::none;
+  std::int64_t warmup = 1;     // K
+  RngTracker* rng = nullptr;   // put back after warmup/capture
+};
+
+// One graphed region (a transformer layer) and its buffers.
+struct GraphRegion {
+  std::string name;
+  RegionFn fn;                              // the host code, as recorded (replays use this one)
+  bool clone_outputs = false;               // the last layer hands out clones (Megatron)
+  std::vector<at::Tensor> recorded_inputs;  // detached clones from the record step
+  std::vector<bool> input_requires_grad;
+  std::vector<at::Tensor> static_inputs;    // backend-owned, written by every replay
+  std::vector<at::Tensor> static_outputs;   // backend-owned, written by every replay
+  KindSet frozen_kinds;                     // is_observing answers at capture
+  std::int64_t warmups = 0;
+  std::int64_t replays = 0;
+  bool captured = false;
+};
+
+// The kinds for which is_observing_tensor answers true on this thread now.
+KindSet live_observation_kinds();
+
+class PhasedGraphRunner : public GraphRunner {
+ public:
+  void configure(const GraphOptions& options) { options_ = options; }
+  const GraphOptions& options() const { return options_; }
+
+  // ---- per-layer ----
+  // Runs region `name` (its host code is `fn`) under the phase rules. Before
+  // create_graphs: record (eager). After: replay (`fn` is ignored; the recorded
+  // host code stands for the captured graph). If the ExecutionPoint's step moved
+  // past the record step and create_graphs was not called, it is called first.
+  // With graphs none/full_iteration: fn(inputs).
+  std::vector<at::Tensor> run_region(const std::string& name, const RegionFn& fn,
+                                     const std::vector<at::Tensor>& inputs, bool clone_outputs);
+  // Megatron's create_cudagraphs (after the first step): warmup + capture of
+  // every recorded region, in recorded order. A no-op when already created,
+  // when nothing was recorded, or outside per-layer mode.
+  void create_graphs();
+  bool graphs_created() const { return created_; }
+  const std::vector<GraphRegion>& regions() const { return regions_; }
+
+  // ---- full-iteration ----
+  // Megatron's FullCudaGraphWrapper around forward_backward: iteration < K runs
+  // body eagerly; iteration K runs it under capture (contents undefined; the
+  // `preserved` tensors - parameters - and their gradients are put back, since
+  // kernels did not run) and then replays it; later iterations replay only.
+  // `body` must assign its results (it runs twice at iteration K). Outside
+  // full-iteration mode: body().
+  void run_iteration(const std::function<void()>& body, const std::vector<at::Tensor>& preserved);
+  std::int64_t iterations() const { return iteration_; }
+  // The model calls this on the first activation it computes (the embedding
+  // output): during a full-iteration capture the backend poisons it (the
+  // reference fills it with NaN; every tensor computed from it is then NaN).
+  void poison_if_capturing(const at::Tensor& t);
+
+  // ---- GraphRunner ----
+  // Full-iteration: run_iteration(body, {}); otherwise body().
+  void run(const std::string& region_name, const std::function<void()>& body) override;
+  // The thread's ExecutionPoint phase (the runner sets it with GraphPhaseScope).
+  GraphPhase phase() const override;
+
+ protected:
+  // Fills `t`'s memory with what a capture leaves there (reference: NaN;
+  // CUDA: nothing, the memory is simply not written).
+  virtual void poison(const at::Tensor& t) = 0;
+  // Captures `region` (phase capture is set, ExecutionPoint step -1, grad on):
+  // must create region.static_inputs / static_outputs and run the host code once.
+  virtual void capture_region(GraphRegion& region) = 0;
+  // Replays `region` on `inputs` (phase replay is set): differentiable with
+  // respect to the inputs and the parameters the region uses.
+  virtual std::vector<at::Tensor> replay_region(GraphRegion& region,
+                                                const std::vector<at::Tensor>& inputs) = 0;
+  // Replays the captured iteration (phase replay is set).
+  virtual void replay_iteration(const std::function<void()>& body, KindSet frozen_kinds) = 0;
+
+ private:
+  GraphRegion* find(const std::string& name);
+
+  GraphOptions options_;
+  std::vector<GraphRegion> regions_;
+  bool created_ = false;
+  bool recorded_step_known_ = false;
+  std::int64_t recorded_step_ = -1;
+  std::int64_t iteration_ = 0;
+  KindSet iteration_frozen_kinds_;
+};
+
+}  // namespace parity
