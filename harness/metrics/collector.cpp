@@ -1,0 +1,132 @@
+#include "harness/metrics/collector.h"
+
+#include <cctype>
+#include <stdexcept>
+
+namespace parity {
+
+bool counts_for_step(const ExecutionPoint& point) {
+  if (point.step < 0) return false;
+  switch (point.phase) {
+    case GraphPhase::eager:
+    case GraphPhase::record:
+    case GraphPhase::replay: return true;
+    case GraphPhase::warmup:
+    case GraphPhase::capture: return false;
+  }
+  return false;
+}
+
+std::string layer_label(const std::string& site_name) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t dot = site_name.find('.', begin);
+    parts.push_back(site_name.substr(begin, dot - begin));
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
+  }
+  auto is_index = [](const std::string& s) {
+    if (s.empty()) return false;
+    for (char c : s)
+      if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    return true;
+  };
+  std::size_t end = 0;  // parts [0, end) form the label
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i)
+    if (parts[i] == "layers" && is_index(parts[i + 1])) end = i + 2;
+  std::string label;
+  for (std::size_t i = 0; i < end; ++i) label += (i ? "." : "") + parts[i];
+  return label;
+}
+
+MetricCollector::MetricCollector(std::vector<std::shared_ptr<const Metric>> metrics,
+                                 const ParallelTopology& topology, int rank)
+    : metrics_(std::move(metrics)),
+      topology_(topology),
+      coordinates_(topology.coordinates(rank)),
+      prepared_(metrics_.size()) {}
+
+KindSet MetricCollector::kinds() const {
+  KindSet k;
+  for (const auto& m : metrics_) k = KindSet::from_bits(k.bits() | m->kinds().bits());
+  return k;
+}
+
+TensorObservationCallback MetricCollector::callback() {
+  return [this](const ObservationOwner& owner, std::string_view name, SourceKind kind,
+                const at::Tensor& tensor, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
+    observe(owner, name, kind, tensor, tp, seq, batch, current_execution_point());
+  };
+}
+
+void MetricCollector::observe(const ObservationOwner& owner, std::string_view name,
+                              SourceKind kind, const at::Tensor& tensor, OptionalDim tp_shard_dim,
+                              OptionalDim sequence_dim, OptionalDim batch_dim,
+                              const ExecutionPoint& point) {
+  if (!counts_for_step(point)) {
+    ++ignored_;
+    return;
+  }
+  const AxisPlacements placements =
+      placements_for_forward_observation(tp_shard_dim, sequence_dim, batch_dim, tensor.dim(),
+                                         topology_.tp(), topology_.cp(), topology_.dp());
+  observe_placed(MetricSite{owner.canonical_name(), std::string(name), kind}, tensor, placements,
+                 batch_dim, point);
+}
+
+void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& tensor,
+                                     const AxisPlacements& placements, OptionalDim batch_dim,
+                                     const ExecutionPoint& point) {
+  if (!counts_for_step(point)) {
+    ++ignored_;
+    return;
+  }
+  if (step_ && *step_ != point.step)
+    throw std::logic_error("metrics: an observation of step " + std::to_string(point.step) +
+                           " arrived before step " + std::to_string(*step_) +
+                           " was committed (site " + site.full_name() + ")");
+  step_ = point.step;
+  placements.validate();
+  MetricInput input{site, tensor, placements, is_placeholder(placements, coordinates_), batch_dim};
+  if (batch_dim && tensor.dim() > 0)
+    input.batch_dim = *batch_dim < 0 ? *batch_dim + tensor.dim() : *batch_dim;
+  at::NoGradGuard no_grad;
+  bool any = false;
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    if (!metrics_[m]->accepts(site.kind)) continue;
+    Prepared p = metrics_[m]->prepare(input);
+    if (tensor.defined() && p.value.defined() && tensor.has_storage() && p.value.has_storage() &&
+        p.value.storage().is_alias_of(tensor.storage()))
+      throw std::logic_error("metric " + metrics_[m]->name() + ": prepared state of site " +
+                             site.full_name() + " shares storage with the observed tensor");
+    auto [it, inserted] = prepared_[m].try_emplace(site.full_name());
+    if (inserted) it->second.site = site;
+    it->second.microbatches.push_back(std::move(p));
+    any = true;
+  }
+  if (any) ++counted_;
+}
+
+std::vector<MetricResult> MetricCollector::commit(MetricExecutor& executor) {
+  std::vector<MetricProgram> programs;
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    const Metric& metric = *metrics_[m];
+    std::map<std::string, std::vector<Prepared>> labels;
+    for (auto& [name, values] : prepared_[m]) {
+      Prepared merged = metric.merge(std::move(values.microbatches));
+      if (metric.scope() == LabelScope::layer) {
+        const std::string layer = layer_label(name);
+        if (!layer.empty()) labels[layer].push_back(merged);
+      }
+      labels["global"].push_back(std::move(merged));
+    }
+    for (auto& [label, values] : labels)
+      programs.push_back({metric.name(), label, metric.start(std::move(values))});
+  }
+  for (auto& p : prepared_) p.clear();
+  step_.reset();
+  return executor.run(std::move(programs));
+}
+
+}  // namespace parity

@@ -1,0 +1,84 @@
+#pragma once
+// The metric side of an observation scope, per rank: receives the callback's
+// seven fields, decides placements (placements_for_forward_observation), runs
+// every accepting metric's prepare inside the callback, keeps the prepared
+// values per site (microbatches accumulate), and at commit() builds one program
+// per (metric, label) and runs them all through a MetricExecutor.
+//
+// Only step observations count: the execution point must have step >= 0 and
+// phase eager, record or replay. Warmup and capture observations are ignored
+// (counted in ignored()). callback() reads the calling thread's
+// current_execution_point() (execution_point.h); observe() takes the point as an
+// explicit argument. Observations of two different steps without a commit() in
+// between are an error.
+//
+// Labels: a LabelScope::layer metric reports one result per layer label
+// (the innermost `layers.<n>` prefix of the site name) plus "global" over all
+// its sites; a LabelScope::global metric reports "global" only.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/metrics/executor.h"
+#include "harness/metrics/metric.h"
+#include "harness/model/execution_point.h"
+#include "harness/observation/tensor_observation.h"
+#include "harness/parallel/topology.h"
+
+namespace parity {
+
+// True when an observation at `point` belongs to a step's result.
+bool counts_for_step(const ExecutionPoint& point);
+
+// Megatron's greedy layer rule: the prefix through the innermost `layers.<n>`
+// component, e.g. "decoder.layers.3.self_attention.attention_context" ->
+// "decoder.layers.3"; "" when the name has none.
+std::string layer_label(const std::string& site_name);
+
+class MetricCollector {
+ public:
+  MetricCollector(std::vector<std::shared_ptr<const Metric>> metrics,
+                  const ParallelTopology& topology, int rank);
+
+  // The union of the metrics' kinds (the capture scope's kind set).
+  KindSet kinds() const;
+  // A callback for capture_tensor_observations; reads current_execution_point().
+  // The collector must outlive the scope.
+  TensorObservationCallback callback();
+
+  // A forward observation at an explicit execution point.
+  void observe(const ObservationOwner& owner, std::string_view name, SourceKind kind,
+               const at::Tensor& tensor, OptionalDim tp_shard_dim, OptionalDim sequence_dim,
+               OptionalDim batch_dim, const ExecutionPoint& point);
+  // An observation with explicit placements (parameter-style sources, tests).
+  void observe_placed(const MetricSite& site, const at::Tensor& tensor,
+                      const AxisPlacements& placements, OptionalDim batch_dim,
+                      const ExecutionPoint& point);
+
+  // Runs every program (collectives on `executor`'s groups); returns results
+  // sorted by (metric, label) and clears the prepared state.
+  std::vector<MetricResult> commit(MetricExecutor& executor);
+
+  std::int64_t counted() const { return counted_; }  // observations prepared
+  std::int64_t ignored() const { return ignored_; }  // warmup/capture/outside a step
+  std::optional<std::int64_t> step() const { return step_; }
+
+ private:
+  struct SiteValues {
+    MetricSite site;
+    std::vector<Prepared> microbatches;
+  };
+
+  std::vector<std::shared_ptr<const Metric>> metrics_;
+  ParallelTopology topology_;
+  RankCoordinates coordinates_;
+  std::vector<std::map<std::string, SiteValues>> prepared_;  // per metric, by site name
+  std::optional<std::int64_t> step_;
+  std::int64_t counted_ = 0;
+  std::int64_t ignored_ = 0;
+};
+
+}  // namespace parity

@@ -1,0 +1,115 @@
+#include "harness/metrics/executor.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "harness/parallel/communicator.h"
+#include "harness/parallel/process_groups.h"
+
+namespace parity {
+
+namespace {
+
+// Requests that may share one collective.
+struct BatchKey {
+  Axis axis;
+  CollectiveKind kind;
+  ReduceOp op;
+  std::int64_t dim;
+  at::ScalarType dtype;
+  std::vector<std::int64_t> shape;
+  bool operator<(const BatchKey& o) const {
+    return std::tie(axis, kind, op, dim, dtype, shape) <
+           std::tie(o.axis, o.kind, o.op, o.dim, o.dtype, o.shape);
+  }
+};
+
+BatchKey key_of(const CollectiveRequest& r) {
+  BatchKey k{r.axis, r.kind, ReduceOp::sum, 0, r.value.scalar_type(),
+             std::vector<std::int64_t>(r.value.sizes().begin(), r.value.sizes().end())};
+  if (r.kind == CollectiveKind::all_reduce) k.op = r.op;
+  else k.dim = r.dim < 0 ? r.dim + r.value.dim() : r.dim;
+  return k;
+}
+
+}  // namespace
+
+MetricExecutor::MetricExecutor(std::function<Communicator&(Axis)> group)
+    : group_(std::move(group)) {}
+
+MetricExecutor::MetricExecutor(RankGroups& groups)
+    : group_([&groups](Axis axis) -> Communicator& { return groups.get(axis); }) {}
+
+std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> programs) {
+  std::stable_sort(programs.begin(), programs.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.metric, a.label) < std::tie(b.metric, b.label);
+  });
+  for (;;) {
+    // Where each pending request's completed value goes: (program, slot).
+    struct Slot {
+      std::size_t program, index;
+    };
+    std::vector<BatchKey> order;  // batches in order of first appearance
+    std::map<BatchKey, std::vector<Slot>> batches;
+    std::vector<std::vector<at::Tensor>> completed(programs.size());
+    bool pending = false;
+    for (std::size_t p = 0; p < programs.size(); ++p) {
+      MetricStep& step = programs[p].step;
+      if (step.done()) continue;
+      pending = true;
+      completed[p].resize(step.requests.size());
+      for (std::size_t i = 0; i < step.requests.size(); ++i) {
+        const CollectiveRequest& r = step.requests[i];
+        if (!r.value.defined())
+          throw std::invalid_argument("metric " + programs[p].metric + " (" + programs[p].label +
+                                      "): request with an undefined tensor");
+        ++stats_.requests;
+        if (group_(r.axis).size() == 1 || r.value.numel() == 0) {
+          ++stats_.local;
+          completed[p][i] = r.value;
+          continue;
+        }
+        BatchKey key = key_of(r);
+        auto [it, inserted] = batches.try_emplace(key);
+        if (inserted) order.push_back(key);
+        it->second.push_back({p, i});
+      }
+    }
+    if (!pending) break;
+    ++stats_.rounds;
+    for (const BatchKey& key : order) {
+      const std::vector<Slot>& slots = batches.at(key);
+      std::vector<at::Tensor> values;
+      for (const Slot& s : slots) values.push_back(programs[s.program].step.requests[s.index].value);
+      Communicator& comm = group_(key.axis);
+      ++stats_.collectives;
+      std::vector<at::Tensor> out;
+      if (values.size() == 1) {
+        out.push_back(key.kind == CollectiveKind::all_reduce
+                          ? comm.all_reduce(values[0], key.op)
+                          : comm.all_gather(values[0], key.dim));
+      } else {
+        const at::Tensor stacked = at::stack(values);
+        const at::Tensor result = key.kind == CollectiveKind::all_reduce
+                                      ? comm.all_reduce(stacked, key.op)
+                                      : comm.all_gather(stacked, key.dim + 1);
+        out = result.unbind(0);
+      }
+      for (std::size_t j = 0; j < slots.size(); ++j)
+        completed[slots[j].program][slots[j].index] = out[j];
+    }
+    for (std::size_t p = 0; p < programs.size(); ++p) {
+      MetricStep& step = programs[p].step;
+      if (step.done()) continue;
+      MetricStep next = step.resume(std::move(completed[p]));
+      step = std::move(next);
+    }
+  }
+  std::vector<MetricResult> results;
+  for (const auto& p : programs)
+    results.push_back({p.metric, p.label, p.step.result.to(at::kDouble).item<double>()});
+  return results;
+}
+
+}  // namespace parity

@@ -1,0 +1,104 @@
+#include "harness/metrics/logical_metrics.h"
+
+#include <stdexcept>
+
+#include "harness/metrics/stages.h"
+
+namespace parity {
+
+namespace {
+
+class LogicalReductionMetric final : public Metric {
+ public:
+  LogicalReductionMetric(LogicalStatistic statistic, std::string name, KindSet kinds,
+                         LabelScope scope)
+      : Metric(std::move(name), kinds, scope), statistic_(statistic) {}
+
+  Prepared prepare(const MetricInput& input) const override {
+    const at::Tensor x = input.tensor.detach();
+    const at::ScalarType dtype = contribution_dtype(accumulation_dtype(x.scalar_type()));
+    Prepared p;
+    p.placements = input.placements;
+    p.placeholder = input.placeholder;
+    p.shape.assign(x.sizes().begin(), x.sizes().end());
+    p.batch_dim = input.batch_dim;
+    p.value = input.placeholder || x.numel() == 0
+                  ? identity(dtype)
+                  : contribution(x.to(accumulation_dtype(x.scalar_type()))).to(dtype);
+    return p;
+  }
+
+  Prepared merge(std::vector<Prepared> microbatches) const override {
+    std::vector<at::Tensor> values;
+    for (const auto& m : microbatches) values.push_back(m.value);
+    Prepared p = microbatches.front();
+    p.value = combine(values, op());
+    return p;
+  }
+
+  MetricStep start(std::vector<Prepared> values) const override {
+    std::vector<at::Tensor> contributions;
+    std::vector<AxisMask> masks;
+    for (const auto& v : values) {
+      contributions.push_back(v.value);
+      masks.push_back(reduction_axes(v.placements));
+    }
+    return reduce_grouped(std::move(contributions), masks, op(),
+                          [this](at::Tensor total) { return MetricStep::finished(finalize(total)); });
+  }
+
+ private:
+  ReduceOp op() const {
+    switch (statistic_) {
+      case LogicalStatistic::max:
+      case LogicalStatistic::abs_max: return ReduceOp::max;
+      case LogicalStatistic::min: return ReduceOp::min;
+      default: return ReduceOp::sum;
+    }
+  }
+  std::int64_t width() const {
+    return statistic_ == LogicalStatistic::mean || statistic_ == LogicalStatistic::rms ? 2 : 1;
+  }
+  at::ScalarType contribution_dtype(at::ScalarType accumulation) const {
+    return statistic_ == LogicalStatistic::nan_count || statistic_ == LogicalStatistic::inf_count
+               ? at::kDouble
+               : accumulation;
+  }
+  at::Tensor identity(at::ScalarType dtype) const {
+    return reduction_identity(op(), width(), dtype);
+  }
+  // x: non-empty, in the accumulation dtype.
+  at::Tensor contribution(const at::Tensor& x) const {
+    const at::Tensor count = at::full({}, static_cast<double>(x.numel()), x.options());
+    switch (statistic_) {
+      case LogicalStatistic::l2: return (x * x).sum().reshape({1});
+      case LogicalStatistic::max: return x.max().reshape({1});
+      case LogicalStatistic::abs_max: return x.abs().max().reshape({1});
+      case LogicalStatistic::min: return x.min().reshape({1});
+      case LogicalStatistic::mean: return at::stack({x.sum(), count});
+      case LogicalStatistic::rms: return at::stack({(x * x).sum(), count});
+      case LogicalStatistic::nan_count: return x.isnan().sum().to(at::kDouble).reshape({1});
+      case LogicalStatistic::inf_count: return x.isinf().sum().to(at::kDouble).reshape({1});
+    }
+    throw std::invalid_argument("unknown statistic");
+  }
+  at::Tensor finalize(const at::Tensor& t) const {
+    switch (statistic_) {
+      case LogicalStatistic::l2: return t[0].sqrt();
+      case LogicalStatistic::mean: return t[0] / t[1];
+      case LogicalStatistic::rms: return (t[0] / t[1]).sqrt();
+      default: return t[0];
+    }
+  }
+
+  LogicalStatistic statistic_;
+};
+
+}  // namespace
+
+std::unique_ptr<Metric> make_logical_metric(LogicalStatistic statistic, std::string name,
+                                            KindSet kinds, LabelScope scope) {
+  return std::make_unique<LogicalReductionMetric>(statistic, std::move(name), kinds, scope);
+}
+
+}  // namespace parity

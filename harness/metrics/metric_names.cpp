@@ -1,0 +1,139 @@
+#include "harness/metrics/metric_names.h"
+
+#include <set>
+#include <stdexcept>
+
+#include "harness/metrics/dimwise_metrics.h"
+#include "harness/metrics/logical_metrics.h"
+
+namespace parity {
+
+namespace {
+
+// The statistics that make sense on any first-wave kind (none of them is a
+// distribution, so normalized entropy is offered on router scores only).
+constexpr const char* kStatistics[] = {"l2",        "max",       "abs-max",     "min",
+                                       "mean",      "rms",       "nan-count",   "inf-count",
+                                       "mean-row-l2", "mean-column-l2"};
+
+std::string hyphenated(SourceKind kind) {
+  std::string s(to_string(kind));
+  for (char& c : s)
+    if (c == '_') c = '-';
+  return s;
+}
+
+std::vector<MetricSpec> build() {
+  std::vector<MetricSpec> specs;
+  // First wave: every statistic on every kind. Layer-owned kinds report per
+  // layer plus global; the logits report global only.
+  const SourceKind layer_kinds[] = {SourceKind::residual_accumulator,
+                                    SourceKind::residual_contribution,
+                                    SourceKind::attention_context, SourceKind::mlp_output};
+  for (SourceKind kind : layer_kinds)
+    for (const char* s : kStatistics)
+      specs.push_back({"layer-" + hyphenated(kind) + "-" + s, kind, LabelScope::layer,
+                       s});
+  for (const char* s : kStatistics)
+    specs.push_back({"global-output-logits-" + std::string(s), SourceKind::output_logits,
+                     LabelScope::global, s});
+  // Later waves (Megatron's registered names; no site announces these kinds yet).
+  specs.push_back({"global-mtp-logits-l2", SourceKind::mtp_logits, LabelScope::global, "l2"});
+  specs.push_back({"layer-router-logits-l2", SourceKind::router_logits, LabelScope::layer, "l2"});
+  specs.push_back({"layer-router-logits-max", SourceKind::router_logits, LabelScope::layer, "max"});
+  specs.push_back({"layer-router-decision-entropy", SourceKind::router_scores, LabelScope::layer,
+                   "entropy"});
+  return specs;
+}
+
+std::string known_list() {
+  std::string s;
+  for (const auto& spec : known_metrics()) s += (s.empty() ? "" : ", ") + spec.name;
+  return s;
+}
+
+std::string trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return "";
+  const auto e = s.find_last_not_of(" \t");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+}  // namespace
+
+const std::vector<MetricSpec>& known_metrics() {
+  static const std::vector<MetricSpec> specs = build();
+  return specs;
+}
+
+std::vector<std::string> known_metric_names() {
+  std::vector<std::string> names;
+  for (const auto& s : known_metrics()) names.push_back(s.name);
+  return names;
+}
+
+std::vector<MetricSpec> parse_metric_names(const std::vector<std::string>& names) {
+  if (names.empty())
+    throw std::invalid_argument("--metrics: no metric named; known metrics: " + known_list());
+  std::vector<MetricSpec> out;
+  std::set<std::string> seen;
+  for (const auto& raw : names) {
+    const std::string name = trim(raw);
+    if (name.empty())
+      throw std::invalid_argument("--metrics: empty metric name; known metrics: " + known_list());
+    if (!seen.insert(name).second)
+      throw std::invalid_argument("--metrics: metric '" + name + "' is named twice");
+    const MetricSpec* found = nullptr;
+    for (const auto& spec : known_metrics())
+      if (spec.name == name) found = &spec;
+    if (!found)
+      throw std::invalid_argument("--metrics: unknown metric '" + name +
+                                  "'; known metrics: " + known_list());
+    out.push_back(*found);
+  }
+  return out;
+}
+
+std::vector<MetricSpec> parse_metric_names(std::string_view list) {
+  std::vector<std::string> names;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', begin);
+    names.emplace_back(list.substr(begin, comma - begin));
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  if (names.size() == 1 && trim(names[0]).empty()) names.clear();
+  return parse_metric_names(names);
+}
+
+std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
+  const KindSet kinds{spec.kind};
+  const std::string& s = spec.statistic;
+  auto logical = [&](LogicalStatistic st) -> std::shared_ptr<const Metric> {
+    return make_logical_metric(st, spec.name, kinds, spec.scope);
+  };
+  auto dimwise = [&](DimwiseStatistic st) -> std::shared_ptr<const Metric> {
+    return make_dimwise_metric(st, spec.name, kinds, spec.scope);
+  };
+  if (s == "l2") return logical(LogicalStatistic::l2);
+  if (s == "max") return logical(LogicalStatistic::max);
+  if (s == "abs-max") return logical(LogicalStatistic::abs_max);
+  if (s == "min") return logical(LogicalStatistic::min);
+  if (s == "mean") return logical(LogicalStatistic::mean);
+  if (s == "rms") return logical(LogicalStatistic::rms);
+  if (s == "nan-count") return logical(LogicalStatistic::nan_count);
+  if (s == "inf-count") return logical(LogicalStatistic::inf_count);
+  if (s == "mean-row-l2") return dimwise(DimwiseStatistic::mean_row_l2);
+  if (s == "mean-column-l2") return dimwise(DimwiseStatistic::mean_column_l2);
+  if (s == "entropy") return dimwise(DimwiseStatistic::entropy);
+  throw std::invalid_argument("metric " + spec.name + ": unknown statistic '" + s + "'");
+}
+
+std::vector<std::shared_ptr<const Metric>> make_metrics(const std::vector<MetricSpec>& specs) {
+  std::vector<std::shared_ptr<const Metric>> out;
+  for (const auto& s : specs) out.push_back(make_metric(s));
+  return out;
+}
+
+}  // namespace parity

@@ -1,0 +1,36 @@
+#pragma once
+// The names `--metrics` accepts, Megatron-style: `<scope>-<kind>-<statistic>`,
+// e.g. `layer-residual-contribution-l2` (one result per layer plus "global") or
+// `global-output-logits-l2` ("global" only). The full list is in docs/metrics.md
+// and known_metric_names(); parse_metric_names rejects anything else.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/metrics/metric.h"
+
+namespace parity {
+
+struct MetricSpec {
+  std::string name;
+  SourceKind kind;
+  LabelScope scope;
+  std::string statistic;  // "l2", "max", "abs-max", ..., "entropy"
+};
+
+// Every known metric, in documentation order.
+const std::vector<MetricSpec>& known_metrics();
+std::vector<std::string> known_metric_names();
+
+// Parses a comma-separated list (spaces around names ignored). Throws
+// std::invalid_argument with one line naming the offending entry and listing
+// the known names when a name is unknown, repeated, or the list is empty.
+std::vector<MetricSpec> parse_metric_names(std::string_view list);
+std::vector<MetricSpec> parse_metric_names(const std::vector<std::string>& names);
+
+// A metric instance for a spec.
+std::shared_ptr<const Metric> make_metric(const MetricSpec& spec);
+std::vector<std::shared_ptr<const Metric>> make_metrics(const std::vector<MetricSpec>& specs);
+
+}  // namespace parity
