@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -21,6 +22,12 @@
 namespace parity {
 namespace {
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 double sum_over(Communicator* c, double v) {
   if (c == nullptr || c->size() == 1) return v;
   return c->all_reduce(at::tensor({v}, at::kDouble), ReduceOp::sum).item<double>();
@@ -30,6 +37,7 @@ double sum_over(Communicator* c, double v) {
 StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step,
                     const TraceRecorder* recorder) {
   const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
   const std::int64_t before = recorder ? recorder->size() : 0;
   const ModelConfig& c = model.config();
   const ParallelContext& par = model.parallel();
@@ -73,6 +81,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   }
   r.observations = (recorder ? recorder->size() : 0) - before;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.cpu_seconds = thread_cpu_seconds() - cpu_start;
   return r;
 }
 
@@ -85,7 +94,8 @@ nlohmann::json step_json(const StepResult& s) {
           {"grad_digest", digest_hex(s.grad_digest)},
           {"grads", grads},
           {"observations", s.observations},
-          {"seconds", s.seconds}};
+          {"seconds", s.seconds},
+          {"cpu_seconds", s.cpu_seconds}};
 }
 
 [[maybe_unused]] const bool kRegistered = (register_model_program(), true);

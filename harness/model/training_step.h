@@ -46,6 +46,9 @@ struct StepResult {
   std::vector<std::pair<std::string, std::uint64_t>> grad_digests;
   std::int64_t observations = 0;  // notifications recorded during the step
   double seconds = 0;             // wall time of the step on this rank
+  // CPU time of the rank's thread in the step (its compute; collectives run
+  // on the transport's threads): a load-independent measure of the work.
+  double cpu_seconds = 0;
 };
 
 struct TrainingResult {
@@ -68,7 +71,7 @@ inline constexpr const char* kModelProgram = "model";
 // config.trace is set) and returns
 //   {"rank", "coordinates": {tp, cp, dp}, "steps": [{"step", "loss",
 //    "logits_digest", "grad_digest", "grads": {name: digest}, "observations",
-//    "seconds"}], "counts": {kind: n}, "trace": [record...] (only with a trace)}.
+//    "seconds", "cpu_seconds"}], "counts": {kind: n}, "trace": [record...] (only with a trace)}.
 // The fault point is after step 0.
 nlohmann::json run_model_program(RankContext& ctx);
 // Registers run_model_program as "model" (idempotent; also done at start-up).

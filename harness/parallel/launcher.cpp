@@ -1,6 +1,7 @@
 #include "harness/parallel/launcher.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -89,7 +90,16 @@ RankProgram find_program(const std::string& name) {
 
 void single_intra_op_thread() {
   static std::once_flag once;
-  std::call_once(once, [] { at::set_num_threads(1); });
+  std::call_once(once, [] {
+    at::set_num_threads(1);
+    // OpenBLAS (Debian's libblas alternative) keeps its own pthread pool, which
+    // at::set_num_threads does not limit: with one rank per thread every rank's
+    // GEMMs would start BLAS threads that spin against each other (measured:
+    // 2-3x slower steps at 2 thread ranks on 2 cores). Limit it too when present.
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+      set(1);
+  });
 }
 
 // A peer that died closes its sockets; a write to them must fail the

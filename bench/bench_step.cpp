@@ -1,0 +1,125 @@
+// Wall time of one training step (forward + loss + backward of every
+// microbatch, finalize_grads, SGD update) in threads mode, for world sizes 1, 2,
+// 4, 8, 16, at fixed per-rank work (DP scaling: every rank runs the same
+// microbatches) and at fixed global work (the same global batch split over the
+// DP ranks), and with a TP x DP layout at fixed global work. Prints a Markdown
+// table (docs/benchmarks.md, "Training step"). Not a timed test: a program.
+//
+//   parity_bench_step [--steps N] [--max-world W] [--global-microbatches G]
+//
+// Each configuration is launched once (the "model" rank program over Gloo thread
+// ranks) for N steps; a step's time is the slowest rank's wall time of that
+// step; step 0 (first-touch allocations, Gloo warm-up) is dropped and the median
+// of the rest is reported. The last column sums the rank threads' CPU time of
+// a step (compute only: Gloo runs collectives on its own threads); it does not
+// depend on how loaded the machine is, the wall times do.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/config/run_config.h"
+#include "harness/model/training_step.h"
+#include "harness/parallel/launcher.h"
+
+namespace {
+
+using parity::RunConfig;
+
+RunConfig base_model() {
+  RunConfig c;
+  c.hidden = 64;
+  c.heads = 8;
+  c.ffn_hidden = 256;
+  c.layers = 2;
+  c.seq = 32;
+  c.micro_batch = 2;
+  c.vocab = 512;
+  c.dtype = parity::DType::fp32;
+  c.timeout = 600;
+  return c;
+}
+
+struct Measured {
+  double median_ms = 0, min_ms = 0;
+  double cpu_ms = 0;  // median over steps of the rank threads' CPU time, summed over ranks
+};
+
+Measured measure(const RunConfig& c) {
+  parity::register_model_program();
+  const parity::LaunchResult r = parity::launch(c, parity::kModelProgram);
+  if (!r.ok()) {
+    for (const std::string& l : r.failure->lines()) std::fprintf(stderr, "%s\n", l.c_str());
+    std::exit(3);
+  }
+  std::vector<double> per_step, cpu;
+  for (int s = 1; s < c.steps; ++s) {
+    double slowest = 0, cpu_sum = 0;
+    for (const nlohmann::json& rank : r.results) {
+      slowest = std::max(slowest, rank["steps"][s]["seconds"].get<double>());
+      cpu_sum += rank["steps"][s]["cpu_seconds"].get<double>();
+    }
+    per_step.push_back(slowest * 1e3);
+    cpu.push_back(cpu_sum * 1e3);
+  }
+  std::sort(per_step.begin(), per_step.end());
+  std::sort(cpu.begin(), cpu.end());
+  return {per_step[per_step.size() / 2], per_step.front(), cpu[cpu.size() / 2]};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 6, max_world = 16, global_microbatches = 16;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--max-world")) max_world = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--global-microbatches")) global_microbatches = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: %s [--steps N>=2] [--max-world W] [--global-microbatches G]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (steps < 2) steps = 2;
+  const RunConfig model = base_model();
+  std::printf("model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
+              "fp32; %d steps per run, step 0 dropped; ms = slowest rank's step wall time\n\n",
+              model.layers, model.hidden, model.heads, model.ffn_hidden, model.seq,
+              model.micro_batch, model.vocab, steps);
+  std::printf("| world | scaling | layout | microbatches per rank | global batch (sequences) | "
+              "step ms (median) | step ms (min) | tokens/s | rank-thread CPU ms per step (all ranks) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  struct Case {
+    const char* scaling;
+    int tp, dp, microbatches;
+  };
+  for (int world = 1; world <= max_world; world *= 2) {
+    std::vector<Case> cases = {{"fixed per-rank work", 1, world, 2}};
+    if (global_microbatches % world == 0)
+      cases.push_back({"fixed global work", 1, world, global_microbatches / world});
+    const int tp = std::min(world, 4);
+    if (world > 1 && global_microbatches % (world / tp) == 0)
+      cases.push_back({"fixed global work", tp, world / tp, global_microbatches / (world / tp)});
+    for (const Case& k : cases) {
+      RunConfig c = model;
+      c.tp = k.tp;
+      c.dp = k.dp;
+      c.sp = k.tp > 1;
+      c.microbatches = k.microbatches;
+      c.steps = steps;
+      if (!parity::validate_run_config(c).empty()) continue;
+      const Measured m = measure(c);
+      const long long sequences = static_cast<long long>(c.micro_batch) * c.microbatches * c.dp;
+      const double tokens_per_s = double(sequences) * c.seq / (m.median_ms * 1e-3);
+      std::printf("| %d | %s | tp %d%s x dp %d | %d | %lld | %.1f | %.1f | %.0f | %.1f |\n", world,
+                  k.scaling, c.tp, c.sp ? " sp" : "", c.dp, c.microbatches, sequences,
+                  m.median_ms, m.min_ms, tokens_per_s, m.cpu_ms);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
