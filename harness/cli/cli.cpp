@@ -11,7 +11,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "harness/config/model_mapping.h"
 #include "harness/model/training_step.h"
 #include "harness/parallel/self_check.h"
 
@@ -237,11 +236,6 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   }
   const bool run = parsed.command == "run";
   const RunConfig& config = parsed.config;
-  if (run) {
-    const std::vector<ConfigViolation> unsupported = unsupported_model_options(config);
-    for (const ConfigViolation& v : unsupported) err << format_for_cli(v) << "\n";
-    if (!unsupported.empty()) return kExitBadInput;
-  }
 
   const bool env = config.launch == LaunchMode::env;
   EnvRank env_rank;

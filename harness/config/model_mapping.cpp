@@ -24,20 +24,24 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.seed = c.seed;
   m.sequence_parallel = c.sp;
   m.gather_output = c.gather_output;
+  const RecomputeSpec recompute = c.recompute_spec();
+  switch (recompute.kind) {
+    case RecomputeOption::none: m.recompute = RecomputeKind::none; break;
+    case RecomputeOption::full_uniform: m.recompute = RecomputeKind::full_uniform; break;
+    case RecomputeOption::full_block: m.recompute = RecomputeKind::full_block; break;
+    case RecomputeOption::selective: m.recompute = RecomputeKind::selective; break;
+  }
+  m.recompute_modules.core_attn = recompute.has("core_attn");
+  m.recompute_modules.layernorm = recompute.has("layernorm");
+  m.recompute_modules.mlp = recompute.has("mlp");
+  m.recompute_layers = c.recompute_layers;
+  switch (c.graphs) {
+    case GraphOption::none: m.graphs = GraphMode::none; break;
+    case GraphOption::per_layer: m.graphs = GraphMode::per_layer; break;
+    case GraphOption::full_iteration: m.graphs = GraphMode::full_iteration; break;
+  }
+  m.graph_warmup = c.graph_warmup;
   return m;
-}
-
-std::vector<ConfigViolation> unsupported_model_options(const RunConfig& c) {
-  std::vector<ConfigViolation> out;
-  if (c.recompute != "none")
-    out.push_back({"recompute", c.recompute,
-                   "activation recompute is not supported by the model yet (use --recompute none)",
-                   ConfigViolation::Kind::text});
-  if (c.graphs != GraphOption::none)
-    out.push_back({"graphs", std::string(to_string(c.graphs)),
-                   "graph phases are not supported by the model yet (use --graphs none)",
-                   ConfigViolation::Kind::text});
-  return out;
 }
 
 }  // namespace parity

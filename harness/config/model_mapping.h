@@ -9,13 +9,8 @@
 
 namespace parity {
 
-// Every model field the run configures. Call on a validated config.
+// Every model field the run configures (recompute and graph phases included).
+// Call on a validated config.
 ModelConfig model_config_from(const RunConfig& config);
-
-// The RunConfig options that this build's model cannot honour yet, one
-// violation each (field, value, "not supported by the model yet ..."), so a run
-// asking for them is refused with exit 2 instead of silently running without
-// them. Empty once the model implements every option.
-std::vector<ConfigViolation> unsupported_model_options(const RunConfig& config);
 
 }  // namespace parity

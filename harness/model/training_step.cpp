@@ -48,22 +48,32 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
 
   StepResult r;
   r.step = step;
-  r.logits_digest = kFnvOffset;
+  for (Parameter& p : model.parameters()) p.value.mutable_grad() = at::Tensor();
   double loss_share = 0;
-  for (std::int64_t m = 0; m < o.microbatches; ++m) {
-    ExecutionPointScope point(ExecutionPoint{step, m, GraphPhase::eager});
-    const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
-    const MicrobatchData data = microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
-    const at::Tensor tokens = model.slice_sequence(data.tokens);
-    const at::Tensor labels = model.slice_sequence(data.labels);
-    const at::Tensor logits = model.forward(tokens, positions);
-    {
-      at::NoGradGuard no_grad;
-      r.logits_digest = fnv1a64(tensor_digest(logits), r.logits_digest);
+  // Assigns its results (under full-iteration graphs the capture iteration runs it twice).
+  auto body = [&] {
+    loss_share = 0;
+    r.logits_digest = kFnvOffset;
+    for (std::int64_t m = 0; m < o.microbatches; ++m) {
+      // Keep the phase: under full-iteration graphs the runner set it around the body.
+      ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
+      const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
+      const MicrobatchData data = microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
+      const at::Tensor tokens = model.slice_sequence(data.tokens);
+      const at::Tensor labels = model.slice_sequence(data.labels);
+      const at::Tensor logits = model.forward(tokens, positions);
+      {
+        at::NoGradGuard no_grad;
+        r.logits_digest = fnv1a64(tensor_digest(logits), r.logits_digest);
+      }
+      const at::Tensor loss = model.token_losses(logits, labels).sum() / global_tokens;
+      loss.backward();
+      loss_share += loss.item<double>();
     }
-    const at::Tensor loss = model.token_losses(logits, labels).sum() / global_tokens;
-    loss.backward();
-    loss_share += loss.item<double>();
+  };
+  {
+    ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
+    model.run_iteration(body);
   }
 
   ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
@@ -77,8 +87,8 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     r.grad_digests.emplace_back(p.name, d);
     r.grad_digest = fnv1a64(d, r.grad_digest);
     if (o.lr != 0) p.value.sub_(g, o.lr);
-    g.zero_();
   }
+  model.end_step();  // per-layer graphs: warmup + capture after the recorded step
   r.observations = (recorder ? recorder->size() : 0) - before;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.cpu_seconds = thread_cpu_seconds() - cpu_start;

@@ -456,13 +456,26 @@ TEST(ModelMapping, EveryValidRunConfigIsAValidModelConfig) {
   EXPECT_GT(rejected, 100);
 }
 
-TEST(ModelMapping, OptionsTheModelCannotHonourAreNamed) {
+TEST(ModelMapping, RecomputeAndGraphs) {
   RunConfig c;
-  EXPECT_TRUE(unsupported_model_options(c).empty());
+  c.layers = 4;
   c.recompute = "full-uniform";
+  c.recompute_layers = 2;
+  c.graphs = GraphOption::full_iteration;
+  c.graph_warmup = 3;
+  ModelConfig m = model_config_from(c);
+  EXPECT_EQ(m.recompute, RecomputeKind::full_uniform);
+  EXPECT_EQ(m.recompute_layers, 2);
+  EXPECT_EQ(m.graphs, GraphMode::full_iteration);
+  EXPECT_EQ(m.graph_warmup, 3);
+  c.recompute = "selective:mlp,core_attn";
   c.graphs = GraphOption::per_layer;
-  for (const ConfigViolation& v : unsupported_model_options(c))
-    EXPECT_EQ(format_for_cli(v).find('\n'), std::string::npos);
+  m = model_config_from(c);
+  EXPECT_EQ(m.recompute, RecomputeKind::selective);
+  EXPECT_TRUE(m.recompute_modules.core_attn && m.recompute_modules.mlp);
+  EXPECT_FALSE(m.recompute_modules.layernorm);
+  EXPECT_EQ(m.graphs, GraphMode::per_layer);
+  EXPECT_EQ(model_config_from(RunConfig{}).recompute, RecomputeKind::none);
 }
 
 }  // namespace
