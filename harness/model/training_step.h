@@ -59,9 +59,11 @@ struct TrainingResult {
 // s * (dp * microbatches) + model.global_microbatch(m, microbatches), this CP
 // rank's tokens/labels/positions; forward; loss = sum of token losses / tokens
 // of the global batch; backward (gradients accumulate); then finalize_grads and
-// p -= lr * grad under no-grad; gradients zeroed. ExecutionPointScope{s, m,
-// eager} around each microbatch's forward and backward ({s, -1} around the
-// rest of the step).
+// p -= lr * grad under no-grad (gradients are reset at the next step's start);
+// the microbatch loop runs inside model.run_iteration, end_step() follows.
+// ExecutionPointScope{s, m, phase} around each microbatch's forward and
+// backward (the phase the graph runner set; eager otherwise), {s, -1, eager}
+// around the rest of the step.
 TrainingResult run_training(GPTModel& model, const TrainingOptions& options);
 
 inline constexpr const char* kModelProgram = "model";
