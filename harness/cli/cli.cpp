@@ -6,11 +6,14 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "harness/checks/check.h"
+#include "harness/checks/scenario.h"
 #include "harness/model/training_step.h"
 #include "harness/parallel/self_check.h"
 
@@ -90,6 +93,11 @@ void add_run_options(CLI::App* app, Flags& f) {
   app->add_flag("--gather-output", c.gather_output, "gather the logits over TP")->group(model);
   app->add_option("--lr", c.lr, "SGD learning rate of the training step (0: no update)")
       ->group(model);
+  app->add_option("--metrics", c.metrics,
+                  "metrics to collect after every step, comma-separated (docs/metrics.md), e.g. "
+                  "layer-residual-contribution-l2,global-output-logits-l2")
+      ->delimiter(',')
+      ->group(model);
 }
 
 template <typename E>
@@ -109,8 +117,13 @@ struct Command {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> c = {
-      {"check", "run the main job on the embedded default scenario (until the model exists: the "
-                "runtime self-check of every collective on every group)",
+      {"check", "the main job: run a scenario (the embedded default, or SCENARIO.json; flags "
+                "override its values) against its single-rank, no-recompute and eager "
+                "references and evaluate the properties (exactly_once, recompute_invariance, "
+                "sharded_reduction, graph_replay, determinism, collective_symmetry)",
+       true, ""},
+      {"selfcheck", "the runtime self-check: every collective on every group (also: check "
+                    "--self-check)",
        true, ""},
       {"run", "train the model for --steps steps on the options' scenario: per-step loss table, "
               "observation trace with --trace",
@@ -158,10 +171,18 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   app.require_subcommand(1);
   Flags flags;
   std::vector<CLI::App*> subs;
+  std::string scenario_file;
+  bool self_check = false;
   for (const Command& c : commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     if (c.implemented || c.name == "run") {
       add_run_options(sub, flags);
+      if (c.name == "check") {
+        sub->add_option("scenario", scenario_file,
+                        "scenario file: a JSON object with the run options' keys (docs/cli.md); "
+                        "flags override its values");
+        sub->add_flag("--self-check", self_check, "run the runtime self-check instead (= selfcheck)");
+      }
     } else {
       sub->allow_extras();
       sub->footer("Not implemented yet.");
@@ -191,11 +212,63 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   map_enum("activation", flags.activation, parse_activation, known_activations(), &c.activation,
            violations);
   map_enum("graphs", flags.graphs, parse_graph_mode, known_graph_modes(), &c.graphs, violations);
-  for (ConfigViolation& v : validate_run_config(c)) violations.push_back(std::move(v));
-  if (c.launch == LaunchMode::env)
+  if (parsed.command == "check" && self_check) parsed.command = "selfcheck";
+
+  // check: the scenario (embedded default or file), then the flags given on
+  // the command line over it; violations name the file's key or the flag.
+  std::set<std::string> from_flags;
+  if (parsed.command == "check") {
+    CLI::App* sub = app.get_subcommand("check");
+    for (const CLI::Option* o : sub->get_options())
+      if (o->count() > 0 && o->get_name().rfind("--", 0) == 0)
+        from_flags.insert(o->get_name().substr(2));
+    nlohmann::json base;
+    try {
+      if (scenario_file.empty()) {
+        parsed.scenario_source = "embedded default";
+        base = to_json(checks::default_check_scenario());
+      } else {
+        parsed.scenario_source = scenario_file;
+        base = checks::read_scenario_file(scenario_file);
+        run_config_from_json(base);  // unknown keys, wrong types: named with the file
+      }
+    } catch (const std::exception& e) {
+      const bool file_error = dynamic_cast<const checks::ScenarioError*>(&e) != nullptr;
+      parsed.errors.push_back(file_error ? std::string(e.what())
+                                         : scenario_file + ": " + e.what());
+      return parsed;
+    }
+    const nlohmann::json given = to_json(c);
+    for (const std::string& key : from_flags)
+      if (given.contains(key)) base[key] = given[key];
+    c = run_config_from_json(base);
+    if (c.launch == LaunchMode::env)
+      violations.push_back({"launch", "env",
+                            "parity check launches several worlds (the single-rank reference "
+                            "among them): use threads or processes",
+                            ConfigViolation::Kind::text});
+  }
+  {
+    // check simulates full-iteration graphs with metrics off in (a) (they are
+    // collected in the eager references), so the metrics rule does not apply.
+    RunConfig validated = c;
+    if (parsed.command == "check" && c.graphs == GraphOption::full_iteration) validated.metrics.clear();
+    for (ConfigViolation& v : validate_run_config(validated)) violations.push_back(std::move(v));
+    if (parsed.command == "check" && validated.metrics.empty() && !c.metrics.empty()) {
+      RunConfig names_only = c;
+      names_only.graphs = GraphOption::none;
+      for (ConfigViolation& v : validate_run_config(names_only))
+        if (v.field == "metrics") violations.push_back(std::move(v));
+    }
+  }
+  if (c.launch == LaunchMode::env && parsed.command != "check")
     for (ConfigViolation& v : read_env_rank(c, nullptr, options.getenv))
       violations.push_back(std::move(v));
-  for (const ConfigViolation& v : violations) parsed.errors.push_back(format_for_cli(v));
+  for (const ConfigViolation& v : violations) {
+    const bool in_file = parsed.command == "check" && !scenario_file.empty() &&
+                         !from_flags.count(v.field);
+    parsed.errors.push_back(in_file ? format_for_file(v, scenario_file) : format_for_cli(v));
+  }
   parsed.config = c;
   return parsed;
 }
@@ -236,6 +309,8 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   }
   const bool run = parsed.command == "run";
   const RunConfig& config = parsed.config;
+  if (parsed.command == "check")
+    return checks::run_check(config, parsed.scenario_source, out, err, options, must_exit_now);
 
   const bool env = config.launch == LaunchMode::env;
   EnvRank env_rank;
@@ -246,8 +321,8 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   if (print_all && run) {
     print_run_header(config, out);
   } else if (print_all) {
-    // check: the runtime self-check until the model's properties exist.
-    out << "parity check: runtime self-check (the model does not exist yet) on "
+    // selfcheck: the runtime self-check.
+    out << "parity selfcheck: runtime self-check on "
         << config.world_size() << " rank(s) = tp " << config.tp << " x cp " << config.cp
         << " x dp " << config.dp << ", launch " << to_string(config.launch) << ", timeout "
         << config.timeout << " s";

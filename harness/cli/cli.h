@@ -23,6 +23,9 @@ struct ParsedCommand {
   RunConfig config;
   std::vector<std::string> errors;  // one line each: CLI11 errors or violations
   bool help_shown = false;          // --help was printed (exit 0)
+  // check: "embedded default" or the scenario file's path; self_check is set by
+  // `check --self-check` (the command is then "selfcheck").
+  std::string scenario_source;
 };
 
 // Parses and validates (config rules; env mode's environment too). `argv[0]`

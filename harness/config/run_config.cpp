@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/metrics/metric_names.h"
 #include "harness/parallel/runtime_faults.h"
 
 namespace parity {
@@ -141,7 +142,7 @@ bool operator==(const RunConfig& a, const RunConfig& b) {
          a.norm == b.norm && a.activation == b.activation && a.recompute == b.recompute &&
          a.recompute_layers == b.recompute_layers && a.graphs == b.graphs &&
          a.graph_warmup == b.graph_warmup && a.trace == b.trace &&
-         a.gather_output == b.gather_output && a.lr == b.lr;
+         a.gather_output == b.gather_output && a.lr == b.lr && a.metrics == b.metrics;
 }
 
 // ---------------------------------------------------------------- validation
@@ -260,6 +261,32 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   }
 
   if (c.graph_warmup < 0) add("graph-warmup", str(c.graph_warmup), "must be >= 0");
+  if (rc && (rc->kind == RecomputeOption::full_uniform || rc->kind == RecomputeOption::full_block) &&
+      c.graphs == GraphOption::per_layer)
+    add("recompute", c.recompute,
+        "full recompute cannot be combined with per-layer graphs (as in Megatron: "
+        "\"recompute_granularity must not be full when CUDA Graphs are enabled\"); use selective",
+        K::text);
+
+  // Metrics: known names; no forward metric under full-iteration graphs
+  // (contract.md section 3: replays observe nothing).
+  if (!c.metrics.empty()) {
+    std::string joined;
+    for (const std::string& m : c.metrics) joined += (joined.empty() ? "" : ",") + m;
+    try {
+      parse_metric_names(c.metrics);
+      if (c.graphs == GraphOption::full_iteration)
+        add("metrics", joined,
+            "forward metrics cannot be collected under full-iteration graphs (replays observe "
+            "nothing; contract.md section 3): use --graphs none or per-layer",
+            K::text);
+    } catch (const std::invalid_argument& e) {
+      std::string why = e.what();
+      const std::string prefix = "--metrics: ";
+      if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+      add("metrics", joined, why, K::text);
+    }
+  }
 
   // Faults: known names, ranks inside the world.
   if (sizes_ok) {
@@ -338,6 +365,7 @@ nlohmann::json to_json(const RunConfig& c) {
   j["trace"] = c.trace;
   j["gather-output"] = c.gather_output;
   j["lr"] = c.lr;
+  j["metrics"] = c.metrics;
   return j;
 }
 
@@ -347,7 +375,7 @@ const std::vector<std::string>& run_config_keys() {
       "check-collectives", "hidden", "heads", "ffn-hidden", "layers", "seq", "micro-batch",
       "microbatches", "steps", "vocab", "dtype", "fp32-residual", "dropout", "norm",
       "activation", "recompute", "recompute-layers", "graphs", "graph-warmup", "trace",
-      "gather-output", "lr"};
+      "gather-output", "lr", "metrics"};
   return keys;
 }
 
@@ -442,6 +470,14 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     else if (key == "trace") c.trace = get_string(key, v);
     else if (key == "gather-output") c.gather_output = get_bool(key, v);
     else if (key == "lr") c.lr = get_double(key, v);
+    else if (key == "metrics") {
+      if (!v.is_array()) type_error(key, v, "an array of metric names");
+      c.metrics.clear();
+      for (const auto& e : v) {
+        if (!e.is_string()) type_error(key, v, "an array of metric names");
+        c.metrics.push_back(e.get<std::string>());
+      }
+    }
     else {
       std::string known;
       for (const std::string& k : run_config_keys()) known += (known.empty() ? "" : ", ") + k;

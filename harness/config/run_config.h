@@ -88,6 +88,9 @@ struct RunConfig {
   std::string trace;                       // JSONL trace path; "" = none
   bool gather_output = false;              // output layer gathers logits over TP
   double lr = 0.1;                         // SGD learning rate of the step driver (0: no update)
+  // --metrics names (docs/metrics.md); empty = no metric collector. Checked by
+  // parse_metric_names; forward metrics are rejected under full-iteration graphs.
+  std::vector<std::string> metrics;
 
   int world_size() const { return tp * cp * dp; }
   // Parsed recompute spec; call only on a validated config (throws otherwise).

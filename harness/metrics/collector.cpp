@@ -68,6 +68,9 @@ void MetricCollector::observe(const ObservationOwner& owner, std::string_view na
     ++ignored_;
     return;
   }
+  if (mislabel_sp_residuals_ && (kind == SourceKind::residual_accumulator ||
+                                 kind == SourceKind::residual_contribution))
+    tp_shard_dim = std::nullopt;
   const AxisPlacements placements =
       placements_for_forward_observation(tp_shard_dim, sequence_dim, batch_dim, tensor.dim(),
                                          topology_.tp(), topology_.cp(), topology_.dp());

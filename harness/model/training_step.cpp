@@ -15,6 +15,9 @@
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
 #include "harness/model/execution_point.h"
+#include "harness/metrics/collector.h"
+#include "harness/metrics/executor.h"
+#include "harness/metrics/metric_names.h"
 #include "harness/model/gpt_model.h"
 #include "harness/parallel/launcher.h"
 #include "harness/trace/trace_recorder.h"
@@ -86,6 +89,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     const std::uint64_t d = tensor_digest(g);
     r.grad_digests.emplace_back(p.name, d);
     r.grad_digest = fnv1a64(d, r.grad_digest);
+    r.grad_norms.emplace_back(p.name, g.defined() ? g.to(at::kDouble).norm().item<double>() : 0.0);
     if (o.lr != 0) p.value.sub_(g, o.lr);
   }
   model.end_step();  // per-layer graphs: warmup + capture after the recorded step
@@ -98,11 +102,18 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
 nlohmann::json step_json(const StepResult& s) {
   nlohmann::json grads = nlohmann::json::object();
   for (const auto& [name, d] : s.grad_digests) grads[name] = digest_hex(d);
+  nlohmann::json norms = nlohmann::json::object();
+  for (const auto& [name, n] : s.grad_norms) norms[name] = n;
+  nlohmann::json metrics = nlohmann::json::array();
+  for (const StepMetric& m : s.metrics)
+    metrics.push_back({{"metric", m.metric}, {"label", m.label}, {"value", m.value}});
   return {{"step", s.step},
           {"loss", s.loss},
           {"logits_digest", digest_hex(s.logits_digest)},
           {"grad_digest", digest_hex(s.grad_digest)},
           {"grads", grads},
+          {"grad_norms", norms},
+          {"metrics", metrics},
           {"observations", s.observations},
           {"seconds", s.seconds},
           {"cpu_seconds", s.cpu_seconds}};
@@ -115,9 +126,29 @@ nlohmann::json step_json(const StepResult& s) {
 TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
   TrainingResult result;
   std::optional<TensorObservationCapture> capture;
-  if (o.recorder) capture.emplace(o.recorder->callback(), o.kinds.empty() ? first_wave_kinds() : o.kinds);
+  const KindSet trace_kinds = o.kinds.empty() ? first_wave_kinds() : o.kinds;
+  MetricCollector* collector = o.executor ? o.collector : nullptr;
+  if (o.recorder && collector) {
+    TensorObservationCallback record = o.recorder->callback();
+    TensorObservationCallback collect = collector->callback();
+    capture.emplace(
+        [record, collect](const ObservationOwner& owner, std::string_view name, SourceKind kind,
+                          const at::Tensor& t, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
+          if (first_wave_kinds().contains(kind)) record(owner, name, kind, t, tp, seq, batch);
+          collect(owner, name, kind, t, tp, seq, batch);
+        },
+        KindSet::from_bits(trace_kinds.bits() | collector->kinds().bits()));
+  } else if (o.recorder) {
+    capture.emplace(o.recorder->callback(), trace_kinds);
+  } else if (collector) {
+    capture.emplace(collector->callback(), collector->kinds());
+  }
   for (std::int64_t s = 0; s < o.steps; ++s) {
     result.steps.push_back(run_step(model, o, s, o.recorder));
+    if (collector) {
+      for (const MetricResult& m : collector->commit(*o.executor))
+        result.steps.back().metrics.push_back({m.metric, m.label, m.value});
+    }
     if (o.after_step) o.after_step(s);
   }
   return result;
@@ -129,12 +160,22 @@ nlohmann::json run_model_program(RankContext& ctx) {
   GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups));
   std::unique_ptr<TraceRecorder> recorder;
   if (!config.trace.empty()) recorder = std::make_unique<TraceRecorder>(ctx.rank);
+  std::unique_ptr<MetricCollector> collector;
+  std::unique_ptr<MetricExecutor> executor;
+  if (!config.metrics.empty()) {
+    collector = std::make_unique<MetricCollector>(make_metrics(parse_metric_names(config.metrics)),
+                                                  ctx.topology, ctx.rank);
+    collector->mislabel_sp_residuals(ctx.faults.enabled("sp-residual-mislabel"));
+    executor = std::make_unique<MetricExecutor>(ctx.groups);
+  }
 
   TrainingOptions options;
   options.steps = config.steps;
   options.microbatches = config.microbatches;
   options.lr = config.lr;
   options.recorder = recorder.get();
+  options.collector = collector.get();
+  options.executor = executor.get();
   options.after_step = [&](std::int64_t step) {
     if (step == 0) ctx.fault_point("model: after step 0");
     ctx.check_cancelled();
@@ -148,6 +189,13 @@ nlohmann::json run_model_program(RankContext& ctx) {
       {"coordinates",
        {{"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}}},
       {"steps", steps}};
+  nlohmann::json collectives = nlohmann::json::object();
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
+    const Communicator& c = ctx.group(axis);
+    collectives[std::string(to_string(axis))] = {
+        {"ranks", c.global_ranks()}, {"calls", c.calls_issued()}, {"hash", digest_hex(c.call_hash())}};
+  }
+  j["collectives"] = std::move(collectives);
   if (recorder) {
     j["counts"] = recorder->counts();
     nlohmann::json trace = nlohmann::json::array();

@@ -17,6 +17,8 @@ namespace parity {
 
 class GPTModel;
 class TraceRecorder;
+class MetricCollector;
+class MetricExecutor;
 struct RankContext;
 struct LaunchResult;
 
@@ -28,8 +30,19 @@ struct TrainingOptions {
   // steps; the recorder must outlive run_training.
   TraceRecorder* recorder = nullptr;
   KindSet kinds;                  // empty = first_wave_kinds()
+  // When set (with `executor`), the collector observes in the same scope as the
+  // recorder (kinds: the union) and is committed after every step (after
+  // end_step, before after_step): StepResult::metrics.
+  MetricCollector* collector = nullptr;
+  MetricExecutor* executor = nullptr;
   // Called on the rank thread after every step (fault points, cancellation).
   std::function<void(std::int64_t step)> after_step;
+};
+
+struct StepMetric {
+  std::string metric;
+  std::string label;
+  double value = 0;
 };
 
 struct StepResult {
@@ -44,6 +57,10 @@ struct StepResult {
   // order, and each parameter's own digest (this rank's shard).
   std::uint64_t grad_digest = 0;
   std::vector<std::pair<std::string, std::uint64_t>> grad_digests;
+  // Each gradient's L2 norm in fp64 (compared within tolerance where digests differ).
+  std::vector<std::pair<std::string, double>> grad_norms;
+  // The collector's results of the step, sorted by (metric, label).
+  std::vector<StepMetric> metrics;
   std::int64_t observations = 0;  // notifications recorded during the step
   double seconds = 0;             // wall time of the step on this rank
   // CPU time of the rank's thread in the step (its compute; collectives run
@@ -72,8 +89,11 @@ inline constexpr const char* kModelProgram = "model";
 // "reference" backend), runs the driver (with a TraceRecorder when
 // config.trace is set) and returns
 //   {"rank", "coordinates": {tp, cp, dp}, "steps": [{"step", "loss",
-//    "logits_digest", "grad_digest", "grads": {name: digest}, "observations",
-//    "seconds", "cpu_seconds"}], "counts": {kind: n}, "trace": [record...] (only with a trace)}.
+//    "logits_digest", "grad_digest", "grads": {name: digest}, "grad_norms": {name: l2},
+//    "metrics": [{"metric", "label", "value"}] (with config.metrics), "observations",
+//    "seconds", "cpu_seconds"}], "collectives": {axis: {"ranks", "calls", "hash"}},
+//    "counts": {kind: n}, "trace": [record...] (only with a trace)}.
+// With the fault sp-residual-mislabel the collector mislabels SP residuals.
 // The fault point is after step 0.
 nlohmann::json run_model_program(RankContext& ctx);
 // Registers run_model_program as "model" (idempotent; also done at start-up).

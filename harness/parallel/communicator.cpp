@@ -163,6 +163,10 @@ void Communicator::leave() {
 template <typename Transfer, typename Local>
 at::Tensor Communicator::run(CollectiveCall call, Transfer&& transfer, Local&& local) {
   call.sequence = sequence_++;
+  for (std::int64_t v : fingerprint(call))
+    for (int b = 0; b < 8; ++b)
+      call_hash_ = (call_hash_ ^ ((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xffu)) *
+                   1099511628211ull;
   auto context = [&] {
     return " (in " + call.describe() + ", " + group_label() + ", global rank " +
            std::to_string(global_ranks_[rank_]) + ")";

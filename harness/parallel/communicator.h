@@ -54,6 +54,11 @@ class Communicator {
   int size() const { return static_cast<int>(global_ranks_.size()); }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   std::int64_t calls_issued() const { return sequence_; }
+  // FNV-1a 64 chained over the fingerprint (op, reduce op, dtype, shape, dim,
+  // sequence, axis) of every call issued so far, from 0xcbf29ce484222325: equal
+  // on every rank of a group iff they issued identical sequences (parity
+  // check's collective_symmetry). Kept whether or not check_collectives is on.
+  std::uint64_t call_hash() const { return call_hash_; }
 
   at::Tensor all_reduce(const at::Tensor& input, ReduceOp op);
   at::Tensor all_gather(const at::Tensor& input, std::int64_t dim);
@@ -86,6 +91,7 @@ class Communicator {
   RankStatus* status_;
   CommunicatorOptions options_;
   std::int64_t sequence_ = 0;
+  std::uint64_t call_hash_ = 0xcbf29ce484222325ull;
 };
 
 }  // namespace parity

@@ -21,6 +21,10 @@ struct Registry {
     add({"throw-rank", "rank R throws std::runtime_error(\"injected fault: throw-rank=R\") at its "
                        "fault point",
          FaultArgument::rank});
+    add({"sp-residual-mislabel",
+         "the metric layer labels residual observations Replica on tp under sequence "
+         "parallelism (a wrong placement: parity check's sharded_reduction must FAIL)",
+         FaultArgument::none});
   }
   void add(FaultInfo info) {
     std::string name = info.name;

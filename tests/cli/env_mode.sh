@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# env_mode.sh PARITY [ARGS...]: runs `PARITY check --launch env ARGS` as a
+# env_mode.sh PARITY [ARGS...]: runs `PARITY selfcheck --launch env ARGS` as a
 # 2-rank torchrun-style job on this machine and passes iff both ranks exit 0
 # and rank 0 prints the table of both ranks. The port comes from
 # `parity __free-port` (bind port 0, print it, close): another process could
@@ -12,7 +12,7 @@ for attempt in 1 2 3; do
   pids=()
   for rank in 0 1; do
     RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "$parity" check --launch env --tp 2 --timeout 20 "$@" >"$dir/out.$rank" 2>&1 &
+      "$parity" selfcheck --launch env --tp 2 --timeout 20 "$@" >"$dir/out.$rank" 2>&1 &
     pids+=($!)
   done
   codes=()

@@ -31,7 +31,7 @@ ParsedCommand parse(std::vector<std::string> a) {
 
 TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   const ParsedCommand p = parse(
-      {"check", "--tp", "2", "--cp", "2", "--dp", "3", "--sp", "--launch", "processes", "--seed",
+      {"run", "--tp", "2", "--cp", "2", "--dp", "3", "--sp", "--launch", "processes", "--seed",
        "99", "--timeout", "2.5", "--report", "r.json", "--inject", "crash-rank=1", "--inject",
        "hang-rank=2", "--check-collectives", "--hidden", "96", "--heads", "6", "--ffn-hidden",
        "128", "--layers", "5", "--seq", "32", "--micro-batch", "3", "--microbatches", "4",
@@ -40,7 +40,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
        "--recompute-layers", "2", "--graphs", "full-iteration", "--graph-warmup", "0", "--trace",
        "t.jsonl", "--gather-output", "--lr", "0.25"});
   ASSERT_TRUE(p.errors.empty()) << p.errors.front();
-  EXPECT_EQ(p.command, "check");
+  EXPECT_EQ(p.command, "run");
   const RunConfig& c = p.config;
   EXPECT_EQ(c.tp, 2);
   EXPECT_EQ(c.cp, 2);
@@ -76,13 +76,16 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
 }
 
 TEST(CommandLine, DefaultsAreRunConfigDefaults) {
-  const ParsedCommand p = parse({"check"});
+  const ParsedCommand p = parse({"run"});
   ASSERT_TRUE(p.errors.empty());
   EXPECT_TRUE(p.config == RunConfig{});
+  const ParsedCommand s = parse({"selfcheck"});
+  ASSERT_TRUE(s.errors.empty());
+  EXPECT_TRUE(s.config == RunConfig{});
 }
 
 TEST(CommandLine, ViolationsAreOneLineEach) {
-  ParsedCommand p = parse({"check", "--tp", "3", "--dtype", "fp16"});
+  ParsedCommand p = parse({"selfcheck", "--tp", "3", "--dtype", "fp16"});
   EXPECT_EQ(p.errors, (std::vector<std::string>{
                           "--dtype fp16: must be one of fp32, fp64, bf16",
                           "--tp 3: hidden size 64 is not divisible by 3",
@@ -90,7 +93,7 @@ TEST(CommandLine, ViolationsAreOneLineEach) {
                           "--tp 3: ffn hidden size 256 is not divisible by 3",
                           "--tp 3: vocab size 128 is not divisible by 3",
                       }));
-  p = parse({"check", "--inject", "crash-rank=1", "garbage"});
+  p = parse({"selfcheck", "--inject", "crash-rank=1", "garbage"});
   ASSERT_EQ(p.errors.size(), 1u);
   EXPECT_EQ(p.errors[0].find('\n'), std::string::npos);
   EXPECT_EQ(p.errors[0].rfind("parity: ", 0), 0u) << p.errors[0];
@@ -104,11 +107,11 @@ TEST(CommandLine, ExitCodes) {
     err.str("");
     return run_command_line(args.argc(), args.argv.data(), out, err);
   };
-  EXPECT_EQ(run({"check", "--tp", "2"}), kExitOk) << err.str();
+  EXPECT_EQ(run({"selfcheck", "--tp", "2"}), kExitOk) << err.str();
   EXPECT_NE(out.str().find("self-check passed: 2 rank(s)"), std::string::npos) << out.str();
-  EXPECT_EQ(run({"check", "--sp"}), kExitBadInput);
+  EXPECT_EQ(run({"selfcheck", "--sp"}), kExitBadInput);
   EXPECT_EQ(err.str(), "--sp: sequence parallelism requires tp > 1 (tp = 1)\n");
-  EXPECT_EQ(run({"check", "--tp", "2", "--inject", "throw-rank=1", "--timeout", "5"}),
+  EXPECT_EQ(run({"selfcheck", "--tp", "2", "--inject", "throw-rank=1", "--timeout", "5"}),
             kExitRankFailure);
   EXPECT_NE(err.str().find("rank 1 (tp=1, cp=0, dp=0) threw: injected fault: throw-rank=1"),
             std::string::npos)
@@ -124,12 +127,12 @@ TEST(CommandLine, ReportIsWrittenAtomically) {
   const fs::path dir = fs::temp_directory_path() / ("parity-cli-test-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string path = (dir / "report.json").string();
-  Args args({"check", "--tp", "2", "--dp", "2", "--report", path});
+  Args args({"selfcheck", "--tp", "2", "--dp", "2", "--report", path});
   std::ostringstream out, err;
   ASSERT_EQ(run_command_line(args.argc(), args.argv.data(), out, err), kExitOk) << err.str();
   std::ifstream in(path);
   const nlohmann::json report = nlohmann::json::parse(in);
-  EXPECT_EQ(report["command"], "check");
+  EXPECT_EQ(report["command"], "selfcheck");
   EXPECT_EQ(report["exit_code"], 0);
   EXPECT_EQ(report["config"]["tp"], 2);
   EXPECT_EQ(report["launch"]["results"].size(), 4u);

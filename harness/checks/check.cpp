@@ -1,0 +1,190 @@
+#include "harness/checks/check.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ostream>
+
+#include "harness/checks/properties.h"
+#include "harness/checks/report.h"
+#include "harness/checks/scenario.h"
+#include "harness/cli/cli.h"
+#include "harness/model/training_step.h"
+
+namespace parity::checks {
+
+namespace {
+
+std::vector<std::string> code_path_faults(const std::vector<std::string>& inject, int world) {
+  std::vector<std::string> out;
+  for (const std::string& spec : inject) {
+    std::string why;
+    const std::optional<FaultSpec> f = parse_fault_spec(spec, world, &why);
+    if (f && !f->rank) out.push_back(spec);
+  }
+  return out;
+}
+
+std::string describe(const RunConfig& c) {
+  std::string s = "tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) + " x dp " +
+                  std::to_string(c.dp) + (c.sp ? " (sp)" : "") + ", " + std::to_string(c.layers) +
+                  " layer(s), " + std::string(to_string(c.dtype)) + ", recompute " + c.recompute;
+  if (c.recompute == "full-uniform" || c.recompute == "full-block")
+    s += " (" + std::to_string(c.recompute_layers) + ")";
+  s += ", graphs " + std::string(to_string(c.graphs));
+  if (c.graphs != GraphOption::none) s += " (warmup " + std::to_string(c.graph_warmup) + ")";
+  s += ", " + std::to_string(c.metrics.size()) + " metric(s), " + std::to_string(c.steps) +
+       " step(s), " + std::to_string(c.microbatches) + " microbatch(es) per DP rank, launch " +
+       std::string(to_string(c.launch));
+  return s;
+}
+
+std::string secs(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", s);
+  return buf;
+}
+
+}  // namespace
+
+CheckPlan plan_check(const RunConfig& scenario) {
+  CheckPlan p;
+  std::vector<std::string> metrics = scenario.metrics;
+  if (metrics.empty()) {
+    metrics = default_check_metrics();
+    p.notes.push_back("the scenario names no metric: every residual and logit metric is checked");
+  }
+  const std::vector<std::string> code_faults = code_path_faults(scenario.inject, scenario.world_size());
+  p.a = scenario;
+  p.a.report.clear();
+  p.a.trace = "(parity check)";  // any non-empty value: the rank program records a trace
+  p.a.metrics = metrics;
+  if (scenario.graphs == GraphOption::full_iteration) {
+    p.a.metrics.clear();
+    p.notes.push_back(
+        "(a) runs without metrics: forward metrics are rejected under full-iteration graphs "
+        "(contract.md section 3); its traces show the silence after the capture");
+  }
+  p.c = p.a;
+  p.c.recompute = "none";
+  p.c.graphs = GraphOption::none;
+  p.c.metrics = metrics;
+  p.c.inject = code_faults;
+  if (scenario.graphs != GraphOption::none && scenario.recompute != "none") {
+    p.d = p.c;
+    p.d->recompute = scenario.recompute;
+    p.d->inject = code_faults;
+  }
+  p.b = p.c;
+  p.b.microbatches = scenario.microbatches * scenario.dp;
+  p.b.tp = p.b.cp = p.b.dp = 1;
+  p.b.sp = false;
+  return p;
+}
+
+int run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
+              std::ostream& err, const LaunchOptions& options, bool* must_exit_now) {
+  const auto start = std::chrono::steady_clock::now();
+  register_model_program();
+  const CheckPlan plan = plan_check(scenario);
+  CheckReport report;
+  report.scenario_source = source;
+  report.scenario = scenario;
+  report.notes = plan.notes;
+  out << "parity check (" << source << "): " << describe(plan.a.metrics.empty() ? plan.c : plan.a)
+      << std::endl;
+  for (const std::string& n : plan.notes) out << "  note: " << n << std::endl;
+
+  struct Planned {
+    std::string name, title;
+    RunConfig config;
+  };
+  std::vector<Planned> planned = {
+      {"a", "scenario as given", plan.a},
+      {"b", "single rank, same global batch, no recompute, no graphs", plan.b},
+      {"c", "scenario's sharding, no recompute, no graphs", plan.c},
+      {"a2", "scenario as given, again (determinism)", plan.a},
+  };
+  if (plan.d) planned.push_back({"d", "scenario's sharding and recompute, no graphs", *plan.d});
+  std::vector<CheckRun> runs;
+  std::string alias_failure;
+  for (const Planned& p : planned) {
+    LaunchResult result;
+    try {
+      result = launch(p.config, kModelProgram, options);
+    } catch (const std::exception& e) {
+      err << "parity check: run (" << p.name << ") could not launch: " << one_line(e.what()) << "\n";
+      return cli::kExitRankFailure;
+    }
+    report.runs.emplace_back(p.name, p.config);
+    report.run_titles.emplace_back(p.name, p.title);
+    report.run_seconds.push_back(result.wall_seconds);
+    if (!result.ok()) {
+      const std::string text = result.failure->text();
+      if (p.name == "a" && text.find("shares storage with the observed tensor") != std::string::npos) {
+        alias_failure = "prepared metric state aliases an observed tensor: " + one_line(text, 300);
+        out << "run (" << p.name << ") " << p.title << ": FAILED (aliasing)" << std::endl;
+        break;
+      }
+      err << "parity check: run (" << p.name << ") " << p.title << " failed:\n";
+      for (const std::string& line : result.failure->lines()) err << line << "\n";
+      if (result.failure->abandoned_threads && must_exit_now) *must_exit_now = true;
+      return cli::kExitRankFailure;
+    }
+    try {
+      runs.push_back(check_run_from(p.name, p.title, p.config, result.results));
+    } catch (const std::exception& e) {
+      err << "parity check: " << e.what() << "\n";
+      return cli::kExitRankFailure;
+    }
+    out << "run (" << p.name << ") " << p.title << ": " << p.config.world_size() << " rank(s), "
+        << secs(result.wall_seconds) << " s" << std::endl;
+  }
+
+  if (!alias_failure.empty()) {
+    PropertyResult g;
+    g.name = "graph_replay";
+    g.compared = "(a)";
+    g.status = Status::fail;
+    g.reason = alias_failure;
+    report.properties.push_back(g);
+  } else {
+    const CheckRun &a = runs[0], &b = runs[1], &c = runs[2], &a2 = runs[3];
+    report.properties.push_back(check_exactly_once({&a, &b, &c}));
+    report.properties.push_back(check_recompute_invariance(a, c));
+    report.properties.push_back(check_sharded_reduction(b, {&a, &c}, &report.metrics));
+    report.properties.push_back(check_graph_replay(a, runs.size() > 4 ? runs[4] : c));
+    report.properties.push_back(check_determinism(a, a2));
+    std::vector<const CheckRun*> all;
+    for (const CheckRun& r : runs) all.push_back(&r);
+    report.properties.push_back(check_collective_symmetry(all));
+  }
+
+  int code = cli::kExitOk;
+  int passed = 0, failed = 0, skipped = 0;
+  for (const PropertyResult& p : report.properties) {
+    if (p.status == Status::fail) ++failed;
+    else if (p.status == Status::pass) ++passed;
+    else ++skipped;
+  }
+  if (failed) code = cli::kExitPropertyFailed;
+  out << "\n" << format_property_table(report.properties) << "\n"
+      << format_metric_table(report.metrics);
+  report.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.exit_code = code;
+  if (!scenario.report.empty()) {
+    try {
+      cli::write_file_atomically(scenario.report, report_json(report).dump(2) + "\n");
+    } catch (const std::exception& e) {
+      err << "parity check: --report " << scenario.report << ": " << e.what() << "\n";
+      if (code == cli::kExitOk) code = cli::kExitBadInput;
+    }
+  }
+  out << "\ncheck " << (failed ? "FAILED" : "passed") << ": " << passed << " pass, " << failed
+      << " fail, " << skipped << " skip; " << secs(report.wall_seconds) << " s" << std::endl;
+  for (const PropertyResult& p : report.properties)
+    if (p.status == Status::fail) err << "parity check: " << p.name << " FAILED: " << p.reason << "\n";
+  return code;
+}
+
+}  // namespace parity::checks

@@ -1,0 +1,34 @@
+#pragma once
+// parity check's output: the property table, the per-metric table and the
+// JSON report (docs/report-schema.md).
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/checks/properties.h"
+
+namespace parity::checks {
+
+struct CheckReport {
+  std::string scenario_source;  // "embedded default" or the file path
+  RunConfig scenario;
+  std::vector<std::pair<std::string, RunConfig>> runs;  // name -> config as run ("a", "b", ...)
+  std::vector<std::pair<std::string, std::string>> run_titles;
+  std::vector<double> run_seconds;
+  std::vector<PropertyResult> properties;
+  std::vector<MetricComparison> metrics;  // every comparison of sharded_reduction
+  std::vector<std::string> notes;
+  int exit_code = 0;
+  double wall_seconds = 0;
+};
+
+std::string format_property_table(const std::vector<PropertyResult>& properties);
+// One row per (metric, label): the value of the last step of the first sharded
+// run that has it, its reference, and the worst error over every step and run.
+std::string format_metric_table(const std::vector<MetricComparison>& rows);
+nlohmann::ordered_json report_json(const CheckReport& report);
+
+inline constexpr int kReportSchemaVersion = 1;
+
+}  // namespace parity::checks

@@ -1,0 +1,70 @@
+#include "harness/checks/run_data.h"
+
+#include <limits>
+#include <stdexcept>
+
+namespace parity::checks {
+
+namespace {
+double number_or_nan(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+nlohmann::json without_timing(nlohmann::json j) {
+  if (j.is_object() && j.contains("steps"))
+    for (nlohmann::json& s : j["steps"]) {
+      s.erase("seconds");
+      s.erase("cpu_seconds");
+    }
+  return j;
+}
+}  // namespace
+
+RankRun rank_run_from(const nlohmann::json& r) {
+  RankRun out;
+  out.rank = r.at("rank").get<int>();
+  for (const nlohmann::json& s : r.at("steps")) {
+    StepData d;
+    d.loss = number_or_nan(s.at("loss"));
+    d.logits_digest = s.at("logits_digest").get<std::string>();
+    for (const auto& [k, v] : s.at("grads").items()) d.grads[k] = v.get<std::string>();
+    if (s.contains("grad_norms"))
+      for (const auto& [k, v] : s["grad_norms"].items()) d.grad_norms[k] = number_or_nan(v);
+    if (s.contains("metrics"))
+      for (const nlohmann::json& m : s["metrics"])
+        d.metrics[{m.at("metric").get<std::string>(), m.at("label").get<std::string>()}] =
+            number_or_nan(m.at("value"));
+    out.steps.push_back(std::move(d));
+  }
+  if (r.contains("trace"))
+    for (const nlohmann::json& t : r["trace"])
+      out.trace.push_back({out.rank, t.at("step").get<std::int64_t>(),
+                           t.at("microbatch").get<std::int64_t>(), t.at("phase").get<std::string>(),
+                           t.at("site").get<std::string>(), t.at("kind").get<std::string>(),
+                           t.at("digest").get<std::string>()});
+  if (r.contains("collectives"))
+    for (const auto& [axis, g] : r["collectives"].items())
+      out.collectives[axis] = {g.at("ranks").get<std::vector<int>>(), g.at("calls").get<std::int64_t>(),
+                               g.at("hash").get<std::string>()};
+  return out;
+}
+
+CheckRun check_run_from(std::string name, std::string title, const RunConfig& config,
+                        const std::vector<nlohmann::json>& results) {
+  CheckRun run;
+  run.name = std::move(name);
+  run.title = std::move(title);
+  run.config = config;
+  run.results = nlohmann::json::array();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const nlohmann::json& r = results[i];
+    if (!r.is_object() || !r.contains("steps"))
+      throw std::runtime_error("run (" + run.name + "): rank " + std::to_string(i) +
+                               " returned no result");
+    run.ranks.push_back(rank_run_from(r));
+    run.results.push_back(without_timing(r));
+  }
+  return run;
+}
+
+}  // namespace parity::checks

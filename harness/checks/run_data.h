@@ -1,0 +1,70 @@
+#pragma once
+// What parity check reads back from one launched run: per rank, the per-step
+// results of the rank program "model" (loss, digests, gradient norms, metric
+// results), the observation trace and the collective call hashes per group.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/config/run_config.h"
+
+namespace parity {
+
+struct LaunchResult;
+
+namespace checks {
+
+struct Observation {
+  int rank = 0;
+  std::int64_t step = -1;
+  std::int64_t microbatch = -1;
+  std::string phase;  // eager, record, warmup, capture, replay
+  std::string site;
+  std::string kind;
+  std::string digest;
+};
+
+using MetricKey = std::pair<std::string, std::string>;  // (metric, label)
+
+struct StepData {
+  double loss = 0;
+  std::string logits_digest;
+  std::map<std::string, std::string> grads;  // parameter -> digest
+  std::map<std::string, double> grad_norms;  // parameter -> fp64 L2
+  std::map<MetricKey, double> metrics;       // NaN where the result was NaN (JSON null)
+};
+
+struct GroupCalls {
+  std::vector<int> ranks;
+  std::int64_t calls = 0;
+  std::string hash;
+};
+
+struct RankRun {
+  int rank = 0;
+  std::vector<StepData> steps;
+  std::vector<Observation> trace;
+  std::map<std::string, GroupCalls> collectives;  // axis name -> this rank's group
+};
+
+struct CheckRun {
+  std::string name;   // "a", "b", "c", "a2"
+  std::string title;  // "(a) scenario as given"
+  RunConfig config;
+  std::vector<RankRun> ranks;  // by global rank
+  // The rank results without timing fields (seconds, cpu_seconds): what
+  // determinism compares byte for byte.
+  nlohmann::json results;
+};
+
+// Throws std::runtime_error when a result is missing or malformed.
+CheckRun check_run_from(std::string name, std::string title, const RunConfig& config,
+                        const std::vector<nlohmann::json>& results);
+RankRun rank_run_from(const nlohmann::json& result);
+
+}  // namespace checks
+}  // namespace parity

@@ -1,0 +1,58 @@
+#include "harness/checks/scenario.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "harness/metrics/metric_names.h"
+
+namespace parity::checks {
+
+std::vector<std::string> default_check_metrics() {
+  std::vector<std::string> out;
+  for (const MetricSpec& s : known_metrics())
+    if (s.name.rfind("layer-residual-", 0) == 0 || s.name.rfind("global-output-logits-", 0) == 0)
+      out.push_back(s.name);
+  return out;
+}
+
+RunConfig default_check_scenario() {
+  RunConfig c;
+  c.tp = 2;
+  c.cp = 2;
+  c.dp = 2;
+  c.sp = true;
+  c.launch = LaunchMode::threads;
+  c.layers = 2;
+  c.steps = 2;
+  c.recompute = "selective:core_attn,layernorm,mlp";
+  c.graphs = GraphOption::per_layer;
+  c.graph_warmup = 1;
+  c.metrics = default_check_metrics();
+  return c;
+}
+
+nlohmann::json read_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ScenarioError(path + ": cannot read: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ScenarioError(path + ": cannot read: " + std::strerror(errno));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." -> after the id.
+    const std::size_t close = what.find("] ");
+    if (close != std::string::npos) what = what.substr(close + 2);
+    throw ScenarioError(path + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + what);
+  }
+  if (!j.is_object())
+    throw ScenarioError(path + ": expected a JSON object of run options, got " +
+                        std::string(j.type_name()));
+  return j;
+}
+
+}  // namespace parity::checks

@@ -1,0 +1,112 @@
+// parity check end to end through run_command_line: the --report JSON carries
+// the documented fields (docs/report-schema.md); scenario files and flags.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/checks/scenario.h"
+#include "harness/cli/cli.h"
+
+namespace parity::cli {
+namespace {
+
+int run(std::vector<std::string> a, std::string* out_text = nullptr, std::string* err_text = nullptr) {
+  a.insert(a.begin(), "parity");
+  std::vector<const char*> argv;
+  for (const std::string& s : a) argv.push_back(s.c_str());
+  std::ostringstream out, err;
+  const int code = run_command_line(static_cast<int>(argv.size()), argv.data(), out, err);
+  if (out_text) *out_text = out.str();
+  if (err_text) *err_text = err.str();
+  return code;
+}
+
+TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
+  std::ostringstream out;
+  const char* argv[] = {"parity", "check"};
+  const ParsedCommand p = parse_command_line(2, argv, out);
+  ASSERT_TRUE(p.errors.empty()) << p.errors.front();
+  EXPECT_TRUE(p.config == checks::default_check_scenario());
+  EXPECT_EQ(p.scenario_source, "embedded default");
+}
+
+TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("parity-check-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string scenario = (dir / "s.json").string();
+  std::ofstream(scenario) << R"({"tp": 2, "sp": true, "steps": 2, "recompute": "full-uniform",
+    "metrics": ["layer-residual-contribution-l2", "global-output-logits-l2"]})";
+  const std::string path = (dir / "report.json").string();
+  std::string out, err;
+  ASSERT_EQ(run({"check", scenario, "--dp", "2", "--report", path}, &out, &err), kExitOk) << out << err;
+  std::ifstream in(path);
+  const nlohmann::json r = nlohmann::json::parse(in);
+  EXPECT_EQ(r["schema"], "parity-check-report");
+  EXPECT_EQ(r["version"], 1);
+  EXPECT_EQ(r["scenario_source"], scenario);
+  EXPECT_EQ(r["scenario"]["tp"], 2);
+  EXPECT_EQ(r["scenario"]["dp"], 2);  // the flag overrides the file
+  EXPECT_EQ(r["result"], "PASS");
+  EXPECT_EQ(r["exit_code"], 0);
+  EXPECT_TRUE(r["wall_seconds"].is_number());
+  ASSERT_EQ(r["runs"].size(), 4u);
+  for (const auto& run : r["runs"])
+    for (const char* k : {"name", "title", "config", "seconds"}) EXPECT_TRUE(run.contains(k)) << k;
+  const std::vector<std::string> names = {"exactly_once", "recompute_invariance", "sharded_reduction",
+                                          "graph_replay", "determinism", "collective_symmetry"};
+  ASSERT_EQ(r["properties"].size(), names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto& p = r["properties"][i];
+    EXPECT_EQ(p["name"], names[i]);
+    for (const char* k : {"status", "compared", "reason", "max_abs", "max_rel", "worst_site", "worst_label", "note"})
+      EXPECT_TRUE(p.contains(k)) << k;
+    EXPECT_TRUE(p["status"] == "PASS" || p["status"] == "SKIP") << p.dump();
+  }
+  EXPECT_EQ(r["properties"][3]["status"], "SKIP");  // no graphs
+  // 2 metrics: contribution l2 (2 layers + global) and logits l2.
+  ASSERT_EQ(r["metrics"].size(), 4u);
+  for (const auto& m : r["metrics"])
+    for (const char* k : {"metric", "label", "run", "step", "value", "reference", "max_abs", "max_rel", "compared", "ok"})
+      EXPECT_TRUE(m.contains(k)) << k;
+  EXPECT_TRUE(r["notes"].is_array());
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
+  fs::remove_all(dir);
+}
+
+TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("parity-check-bad-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const char* name, const char* text) {
+    const std::string p = (dir / name).string();
+    std::ofstream(p) << text;
+    return p;
+  };
+  std::string out, err;
+  EXPECT_EQ(run({"check", write("unknown.json", R"({"tp": 2, "tpp": 1})")}, &out, &err), kExitBadInput);
+  EXPECT_NE(err.find("unknown key \"tpp\""), std::string::npos) << err;
+  EXPECT_EQ(run({"check", write("type.json", R"({"tp": "two"})")}, &out, &err), kExitBadInput);
+  EXPECT_NE(err.find("\"tp\" = \"two\": expected an integer"), std::string::npos) << err;
+  EXPECT_EQ(run({"check", write("trunc.json", R"({"tp": 2, "cp":)")}, &out, &err), kExitBadInput);
+  EXPECT_NE(err.find("invalid JSON at byte 16"), std::string::npos) << err;
+  EXPECT_EQ(run({"check", (dir / "missing.json").string()}, &out, &err), kExitBadInput);
+  EXPECT_NE(err.find("cannot read"), std::string::npos) << err;
+  EXPECT_EQ(run({"check", write("rule.json", R"({"tp": 1, "sp": true})")}, &out, &err), kExitBadInput);
+  EXPECT_NE(err.find("rule.json: \"sp\" = true: sequence parallelism requires tp > 1"), std::string::npos) << err;
+  EXPECT_EQ(run({"check", "--metrics", "nope"}, &out, &err), kExitBadInput);
+  EXPECT_NE(err.find("unknown metric 'nope'; known metrics: "), std::string::npos) << err;
+  EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
+            kExitBadInput);
+  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace parity::cli

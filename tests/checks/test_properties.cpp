@@ -1,0 +1,182 @@
+// The property evaluators of parity check on hand-built runs.
+#include <gtest/gtest.h>
+
+#include "harness/checks/properties.h"
+
+namespace parity::checks {
+namespace {
+
+// One rank, eager, `steps` x `microbatches`, one layer: 5 sites.
+CheckRun eager_run(std::string name, int steps = 2, int microbatches = 1) {
+  CheckRun run;
+  run.name = std::move(name);
+  run.config.layers = 1;
+  run.config.steps = steps;
+  run.config.microbatches = microbatches;
+  RankRun r;
+  const std::vector<std::pair<std::string, std::string>> sites = {
+      {"decoder.layers.0.residual_accumulator", "residual_accumulator"},
+      {"decoder.layers.0.residual_contribution", "residual_contribution"},
+      {"decoder.layers.0.self_attention.attention_context", "attention_context"},
+      {"decoder.layers.0.mlp.mlp_output", "mlp_output"},
+      {"output_layer.output_logits", "output_logits"}};
+  for (int s = 0; s < steps; ++s) {
+    StepData d;
+    d.loss = 1.5 - s;
+    d.logits_digest = "0x1";
+    d.grads["w"] = "0xa" + std::to_string(s);
+    d.grad_norms["w"] = 2.0;
+    d.metrics[{"layer-residual-accumulator-l2", "global"}] = 3.0 + s;
+    r.steps.push_back(d);
+    for (int m = 0; m < microbatches; ++m)
+      for (const auto& [site, kind] : sites)
+        r.trace.push_back({0, s, m, "eager", site, kind, "0x" + std::to_string(s * 10 + m)});
+  }
+  r.collectives["tp"] = {{0}, 3, "0xabc"};
+  run.ranks.push_back(r);
+  run.results = nlohmann::json::array({{{"rank", 0}}});
+  return run;
+}
+
+TEST(Properties, ExactlyOncePassesOnAPlainEagerRun) {
+  const CheckRun a = eager_run("a");
+  EXPECT_EQ(check_exactly_once({&a}).status, Status::pass) << check_exactly_once({&a}).reason;
+}
+
+TEST(Properties, ADuplicatedObservationFailsExactlyOnce) {
+  CheckRun a = eager_run("a");
+  a.ranks[0].trace.push_back(a.ranks[0].trace[3]);
+  const PropertyResult p = check_exactly_once({&a});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("2 observation(s) in phase eager, expected 1"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.worst_site, "decoder.layers.0.mlp.mlp_output");
+  EXPECT_EQ(p.worst_label, "decoder.layers.0");
+}
+
+TEST(Properties, AMissingOrWarmupObservationFailsExactlyOnce) {
+  CheckRun a = eager_run("a");
+  a.ranks[0].trace.erase(a.ranks[0].trace.begin());
+  EXPECT_EQ(check_exactly_once({&a}).status, Status::fail);
+  CheckRun b = eager_run("b");
+  b.ranks[0].trace.push_back({0, -1, -1, "warmup", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  EXPECT_EQ(check_exactly_once({&b}).status, Status::fail);
+}
+
+TEST(Properties, PerLayerGraphsExpectInsideSitesOnlyOnTheRecordStep) {
+  CheckRun a = eager_run("a");
+  a.config.graphs = GraphOption::per_layer;
+  a.config.graph_warmup = 1;
+  std::vector<Observation> trace;
+  for (Observation o : a.ranks[0].trace) {
+    const bool inside = inside_graphed_layer(o.kind);
+    if (inside && o.step >= 1) continue;
+    if (inside) o.phase = "record";
+    trace.push_back(o);
+  }
+  for (const char* phase : {"warmup", "capture"}) {
+    trace.push_back({0, -1, -1, phase, "decoder.layers.0.self_attention.attention_context", "attention_context", "0x0"});
+    trace.push_back({0, -1, -1, phase, "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  }
+  a.ranks[0].trace = trace;
+  EXPECT_EQ(check_exactly_once({&a}).status, Status::pass) << check_exactly_once({&a}).reason;
+  // An inside site notified on the replay step fails.
+  a.ranks[0].trace.push_back({0, 1, 0, "eager", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  EXPECT_EQ(check_exactly_once({&a}).status, Status::fail);
+}
+
+TEST(Properties, RecomputeInvarianceWantsBitwiseObservations) {
+  CheckRun a = eager_run("a"), c = eager_run("c");
+  a.config.recompute = "full-uniform";
+  EXPECT_EQ(check_recompute_invariance(a, c).status, Status::pass);
+  a.ranks[0].trace[0].digest = "0xdead";
+  const PropertyResult p = check_recompute_invariance(a, c);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_EQ(p.worst_site, "decoder.layers.0.residual_accumulator");
+  CheckRun plain = eager_run("a");
+  EXPECT_EQ(check_recompute_invariance(plain, c).status, Status::skip);
+}
+
+TEST(Properties, GradientsWithinToleranceButNotBeyond) {
+  CheckRun a = eager_run("a", 1), c = eager_run("c", 1);
+  a.config.recompute = "selective:mlp";
+  a.ranks[0].steps[0].grads["w"] = "0xother";
+  a.ranks[0].steps[0].grad_norms["w"] = 2.0 * (1 + 1e-8);
+  EXPECT_EQ(check_recompute_invariance(a, c).status, Status::pass);
+  a.ranks[0].steps[0].grad_norms["w"] = 2.0 * (1 + 1e-4);
+  EXPECT_EQ(check_recompute_invariance(a, c).status, Status::fail);
+}
+
+TEST(Properties, ShardedReductionComparesEveryMetric) {
+  CheckRun b = eager_run("b"), a = eager_run("a");
+  a.config.metrics = {"layer-residual-accumulator-l2"};
+  std::vector<MetricComparison> rows;
+  EXPECT_EQ(check_sharded_reduction(b, {&a}, &rows).status, Status::pass);
+  EXPECT_EQ(rows.size(), 2u);
+  a.ranks[0].steps[1].metrics[{"layer-residual-accumulator-l2", "global"}] = 4.1;
+  const PropertyResult p = check_sharded_reduction(b, {&a}, nullptr);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_EQ(p.worst_site, "layer-residual-accumulator-l2");
+  EXPECT_EQ(p.worst_label, "global");
+  EXPECT_NEAR(*p.max_abs, 0.1, 1e-12);
+  a.config.metrics.clear();
+  EXPECT_EQ(check_sharded_reduction(b, {&a}, nullptr).status, Status::skip);
+}
+
+TEST(Properties, Tolerances) {
+  EXPECT_TRUE(within(1.0, 1.0 + 1e-11, metric_tolerance(DType::fp64)));
+  EXPECT_FALSE(within(1.0, 1.0 + 1e-9, metric_tolerance(DType::fp64)));
+  EXPECT_TRUE(within(NAN, NAN, 1e-5));
+  EXPECT_FALSE(within(NAN, 1.0, 1e-5));
+  EXPECT_TRUE(within(INFINITY, INFINITY, 0));
+}
+
+TEST(Properties, GraphReplaySurfacesAliasingAndSilence) {
+  CheckRun a = eager_run("a", 3), c = eager_run("c", 3);
+  a.config.graphs = GraphOption::full_iteration;
+  a.config.graph_warmup = 1;
+  EXPECT_EQ(check_graph_replay(a, c, "prepared state aliases").status, Status::fail);
+  // Full-iteration: eager observations in the capture iteration (step 1) and
+  // any observation after it (step 2) fail.
+  PropertyResult p = check_graph_replay(a, c);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("in the capture iteration"), std::string::npos) << p.reason;
+  std::vector<Observation> kept;
+  for (Observation o : a.ranks[0].trace) {
+    if (o.step == 1) o.phase = "capture";
+    kept.push_back(o);
+  }
+  a.ranks[0].trace = kept;
+  p = check_graph_replay(a, c);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("after the capture"), std::string::npos) << p.reason;
+  kept.clear();
+  for (const Observation& o : a.ranks[0].trace)
+    if (o.step != 2) kept.push_back(o);
+  a.ranks[0].trace = kept;
+  p = check_graph_replay(a, c);
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  CheckRun eager = eager_run("a");
+  EXPECT_EQ(check_graph_replay(eager, c).status, Status::skip);
+}
+
+TEST(Properties, DeterminismAndCollectiveSymmetry) {
+  CheckRun a = eager_run("a"), a2 = eager_run("a2");
+  EXPECT_EQ(check_determinism(a, a2).status, Status::pass);
+  a2.results[0]["rank"] = 1;
+  EXPECT_EQ(check_determinism(a, a2).status, Status::fail);
+
+  CheckRun two = eager_run("a");
+  RankRun other = two.ranks[0];
+  other.rank = 1;
+  two.ranks[0].collectives["tp"] = {{0, 1}, 3, "0xabc"};
+  other.collectives["tp"] = {{0, 1}, 3, "0xabc"};
+  two.ranks.push_back(other);
+  EXPECT_EQ(check_collective_symmetry({&two}).status, Status::pass);
+  two.ranks[1].collectives["tp"].hash = "0xabd";
+  const PropertyResult p = check_collective_symmetry({&two});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("tp group"), std::string::npos) << p.reason;
+}
+
+}  // namespace
+}  // namespace parity::checks
