@@ -161,19 +161,25 @@ RankEnd run_rank_body(const RunConfig& config, const ParallelTopology& topology,
     status.set_error(end.error);
     status.set_state(RankState::failed);
   };
+  // The groups outlive the handlers below: tearing them down closes this rank's
+  // sockets, which is how its peers learn it is gone. The failure must be in
+  // the status record before that, or a peer's "connection closed" can reach
+  // the supervisor first and the culprit looks like a victim.
+  std::shared_ptr<Rendezvous> rdv;
+  std::optional<RankGroups> groups;
   try {
     status.set_state(RankState::starting);
-    std::shared_ptr<Rendezvous> rdv = rendezvous();
+    rdv = rendezvous();
     std::unique_ptr<TransportFactory> factory = make_transport_factory(transport);
     GroupOptions options;
     options.timeout = timeout_ms(config);
     options.communicator.check_collectives = config.check_collectives;
-    RankGroups groups = make_rank_groups(topology, rank, *rdv, *factory, &status, options);
+    groups.emplace(make_rank_groups(topology, rank, *rdv, *factory, &status, options));
     status.set_state(RankState::running);
-    RankContext ctx{config, topology, rank, topology.coordinates(rank), groups,
+    RankContext ctx{config, topology, rank, topology.coordinates(rank), *groups,
                     status, faults,   cancel, own_process};
     nlohmann::json result = program(ctx);
-    if (gather) result = gather_results(groups.get(Axis::world), result);
+    if (gather) result = gather_results(groups->get(Axis::world), result);
     status.set_state(RankState::finished);
     end.outcome = Outcome::ok;
     end.result = std::move(result);
@@ -674,11 +680,14 @@ LaunchResult launch_processes(const RunConfig& config, const std::string& progra
       for (const Slot& s : slots) hang = hang || (!s.done && is_stale(s, timeout));
       if (any_failed || hang) {
         take_snapshots(slots);
-        // A worker that already finished its program is only writing its
-        // result: it gets the grace period before SIGKILL instead of SIGTERM.
-        for (int r = 0; r < world; ++r)
-          if (!slots[r].done && RankStatus(slots[r].record).state() != RankState::finished)
+        // A worker that already finished or failed its program is only writing
+        // its result (a failed one: its error, which names the culprit): it
+        // gets the grace period before SIGKILL instead of SIGTERM.
+        for (int r = 0; r < world; ++r) {
+          const RankState state = RankStatus(slots[r].record).state();
+          if (!slots[r].done && state != RankState::finished && state != RankState::failed)
             ::kill(pids[r], SIGTERM);
+        }
         stopped_at = Clock::now();
       }
     } else if (!killed_hard && Clock::now() - *stopped_at > kKillGrace) {
