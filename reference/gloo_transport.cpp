@@ -11,24 +11,13 @@
 #include <mutex>
 
 #include "harness/compat/torch_compat.h"
+#include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rendezvous_store.h"
 
 namespace parity::reference {
 
 namespace {
-
-std::string plain_message(const std::exception& e) {
-  std::string m;
-  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e))
-    m = c10e->what_without_backtrace();
-  else
-    m = e.what();
-  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-  for (char& ch : m)
-    if (ch == '\n') ch = ' ';
-  return m;
-}
 
 bool looks_like_timeout(const std::string& m) {
   for (const char* needle : {"timed out", "Timed out", "Timeout", "timeout"})
@@ -81,7 +70,7 @@ class GlooTransport final : public CollectiveTransport {
       // comes shows up here as a store or connect timeout.
       throw RendezvousError("cannot create Gloo group " + name_ + " (rank " +
                             std::to_string(rank) + " of " + std::to_string(size) + ", timeout " +
-                            std::to_string(timeout.count()) + " ms): " + plain_message(e));
+                            std::to_string(timeout.count()) + " ms): " + c10_error_text(e));
     }
   }
 
@@ -156,7 +145,7 @@ class GlooTransport final : public CollectiveTransport {
       auto work = start();
       work->wait(timeout_);
     } catch (const std::exception& e) {
-      const std::string m = plain_message(e);
+      const std::string m = c10_error_text(e);
       if (looks_like_timeout(m)) {
         // Work::wait's own "Operation timed out!" adds nothing; Gloo's says which peer.
         const std::string detail = m == "Operation timed out!" ? "" : ": " + m;

@@ -5,23 +5,13 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "harness/compat/torch_compat.h"
+#include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rendezvous_store.h"
 
 namespace parity {
 
 namespace {
-
-std::string plain_message(const std::exception& e) {
-  std::string m;
-  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e))
-    m = c10e->what_without_backtrace();
-  else
-    m = e.what();
-  // One line: c10 messages may carry a second line of context.
-  if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
-  return m;
-}
 
 bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
 
@@ -50,7 +40,7 @@ std::shared_ptr<Rendezvous> Rendezvous::file(const std::string& path, int world_
   try {
     s->store = c10::make_intrusive<c10d::FileStore>(path, world_size);
   } catch (const std::exception& e) {
-    throw RendezvousError("cannot open FileStore " + path + ": " + plain_message(e));
+    throw RendezvousError("cannot open FileStore " + path + ": " + c10_error_text(e));
   }
   s->store->setTimeout(timeout);
   s->description = "FileStore " + path;
@@ -72,7 +62,7 @@ std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, i
         host, compat::tcp_store_options<c10d::TCPStoreOptions>(
                   static_cast<std::uint16_t>(port), world_size, is_master, timeout));
   } catch (const std::exception& e) {
-    const std::string m = plain_message(e);
+    const std::string m = c10_error_text(e);
     if (is_master) {
       std::string why = m;
       if (contains(m, "ddress already in use")) why = "address in use";
