@@ -1,5 +1,7 @@
 #include "harness/parallel/launcher.h"
 
+#include "harness/parallel/code_path_faults.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -167,6 +169,8 @@ RankEnd run_rank_body(const RunConfig& config, const ParallelTopology& topology,
   // the supervisor first and the culprit looks like a victim.
   std::shared_ptr<Rendezvous> rdv;
   std::optional<RankGroups> groups;
+  // The run's code-path faults hold on this rank thread, for its collectives too.
+  const CodePathFaultScope code_path_faults(faults);
   try {
     status.set_state(RankState::starting);
     rdv = rendezvous();

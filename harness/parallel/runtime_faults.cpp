@@ -1,5 +1,7 @@
 #include "harness/parallel/runtime_faults.h"
 
+#include "harness/parallel/code_path_faults.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -21,10 +23,9 @@ struct Registry {
     add({"throw-rank", "rank R throws std::runtime_error(\"injected fault: throw-rank=R\") at its "
                        "fault point",
          FaultArgument::rank});
-    add({"sp-residual-mislabel",
-         "the metric layer labels residual observations Replica on tp under sequence "
-         "parallelism (a wrong placement: parity check's sharded_reduction must FAIL)",
-         FaultArgument::none});
+    // The code-path faults: one table (code_path_faults.cpp).
+    for (const CodePathFaultInfo& f : code_path_faults())
+      add({std::string(f.name), std::string(f.doc), FaultArgument::none});
   }
   void add(FaultInfo info) {
     std::string name = info.name;

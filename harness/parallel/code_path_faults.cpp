@@ -1,0 +1,105 @@
+#include "harness/parallel/code_path_faults.h"
+
+#include "harness/parallel/runtime_faults.h"
+
+namespace parity {
+
+namespace detail {
+thread_local std::uint32_t t_active_code_path_faults = 0;
+}
+
+namespace {
+using F = CodePathFault;
+
+// The one table. `doc` is what `parity --help`, docs/faults.md and the
+// mutants table print; `caught_by`/`needs` say which property must catch the
+// fault and on what kind of scenario (the generators cover every `needs`).
+constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
+    {F::missing_recompute_suspension, "missing-recompute-suspension",
+     "checkpoint recomputation runs without suspend_tensor_observations: sites inside a "
+     "checkpoint are observed twice (forward and recompute)",
+     "exactly_once", "any recompute"},
+    {F::observe_recompute_not_forward, "observe-recompute-not-forward",
+     "the checkpointed forward is suspended and the recomputation observed instead: one "
+     "observation per site, but in backward order and with backward's grad mode",
+     "exactly_once", "any recompute"},
+    {F::grad_mode_gating, "grad-mode-gating",
+     "the first Megatron revision's rule: observe only while grad mode is on, with no "
+     "suspension of recomputation (no-grad checkpoint forwards are invisible, recomputes seen)",
+     "exactly_once", "any recompute"},
+    {F::replica_overcount, "replica-overcount",
+     "a tensor replicated across an axis contributes from every rank instead of its owner, so "
+     "sums and counts are multiplied by the axis size",
+     "sharded_reduction", "a Replica placement on an axis of size > 1 (tp without sp)"},
+    {F::sqrt_before_sum, "sqrt-before-sum",
+     "L2-type statistics take the square root of each rank's partial sum of squares before "
+     "the cross-rank sum",
+     "sharded_reduction", "an l2/rms/row- or column-l2 metric on a tensor split over ranks"},
+    {F::mean_of_means, "mean-of-means",
+     "mean-type statistics average per-rank means over the group instead of dividing the "
+     "summed total by the summed count",
+     "sharded_reduction", "a mean metric where ranks hold unequal populations (Replica on tp)"},
+    {F::sp_residual_mislabel, "sp-residual-mislabel",
+     "residual observations are labelled Replica on tp under sequence parallelism (the "
+     "config-less owner rule of megatron-reference section 7.9)",
+     "sharded_reduction", "tp > 1 with sp and a residual metric"},
+    {F::cp_population_dropped, "cp-population-dropped",
+     "the population (count) of a statistic is not reduced over the context-parallel axis",
+     "sharded_reduction", "cp > 1 and a mean/rms metric"},
+    {F::dp_population_dropped, "dp-population-dropped",
+     "the population (count) of a statistic is not reduced over the data-parallel axis",
+     "sharded_reduction", "dp > 1 and a mean/rms metric"},
+    {F::prepare_aliases_buffer, "prepare-aliases-buffer",
+     "a metric's prepared state keeps a view of the observed tensor instead of a reduced "
+     "copy (a graph's static buffer is overwritten before the step's finalize)",
+     "graph_replay", "per-layer graphs and a metric on a graphed site"},
+    {F::notify_on_replay, "notify-on-replay",
+     "graph replay calls observers as if host code ran (a real CUDA graph replay runs none)",
+     "graph_replay", "per-layer graphs with a replay step"},
+    {F::warmup_counted_as_step, "warmup-counted-as-step",
+     "graph warmup forwards are counted as training-step observations",
+     "graph_replay", "per-layer graphs with at least one warmup run"},
+    {F::asymmetric_collective, "asymmetric-collective",
+     "one rank of each group issues a collective its peers do not (a rank-asymmetric request "
+     "sequence)",
+     "collective_symmetry", "a group of size > 1 that runs collectives"},
+    {F::wrong_gather_precedence, "wrong-gather-precedence",
+     "logits are labelled by the config's gather_output instead of the runtime value that "
+     "wins (megatron-reference section 7.7)",
+     "sharded_reduction", "tp > 1 and a logits metric"},
+}};
+
+std::uint32_t mask_of(const FaultPlan& plan) {
+  std::uint32_t m = 0;
+  for (const FaultSpec& s : plan.specs())
+    if (auto f = parse_code_path_fault(s.name)) m |= 1u << static_cast<unsigned>(*f);
+  return m;
+}
+
+}  // namespace
+
+const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults() {
+  return kTable;
+}
+
+const CodePathFaultInfo& info(CodePathFault fault) { return kTable[static_cast<int>(fault)]; }
+
+std::optional<CodePathFault> parse_code_path_fault(std::string_view name) {
+  for (const CodePathFaultInfo& f : kTable)
+    if (f.name == name) return f.fault;
+  return std::nullopt;
+}
+
+CodePathFaultScope::CodePathFaultScope(const FaultPlan& plan)
+    : previous_(detail::t_active_code_path_faults) {
+  detail::t_active_code_path_faults = mask_of(plan);
+}
+
+CodePathFaultScope::CodePathFaultScope(CodePathFault fault)
+    : previous_(detail::t_active_code_path_faults) {
+  detail::t_active_code_path_faults = previous_ | (1u << static_cast<unsigned>(fault));
+}
+
+CodePathFaultScope::~CodePathFaultScope() { detail::t_active_code_path_faults = previous_; }
+
+}  // namespace parity

@@ -1,0 +1,76 @@
+#pragma once
+// Code-path faults: small, documented deviations compiled into the real code
+// paths of parity (off by default), each reproducing a bug class of
+// megatron-reference.md section 7. `--inject NAME` switches one on for a run;
+// `parity mutants` proves the property suite catches every one of them.
+//
+// One table (code_path_faults.cpp) names them all, says what each changes, and
+// which property is expected to catch it under which scenario. Code asks
+// `fault_active(CodePathFault::x)`: a thread-local bit, set for the rank
+// thread by the launcher (run_rank_body) from the run's FaultPlan. Autograd on
+// CPU runs backward on the calling thread, so recomputation sees the bit too.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace parity {
+
+class FaultPlan;
+
+enum class CodePathFault : std::uint8_t {
+  missing_recompute_suspension,
+  observe_recompute_not_forward,
+  grad_mode_gating,
+  replica_overcount,
+  sqrt_before_sum,
+  mean_of_means,
+  sp_residual_mislabel,
+  cp_population_dropped,
+  dp_population_dropped,
+  prepare_aliases_buffer,
+  notify_on_replay,
+  warmup_counted_as_step,
+  asymmetric_collective,
+  wrong_gather_precedence,
+};
+inline constexpr int kCodePathFaultCount = 14;
+
+struct CodePathFaultInfo {
+  CodePathFault fault;
+  std::string_view name;       // the --inject spelling: "sqrt-before-sum"
+  std::string_view doc;        // what the deviation does, one line
+  std::string_view caught_by;  // the property expected to fail: "sharded_reduction"
+  std::string_view needs;      // the scenario that exposes it: "an l2/rms metric on a split tensor"
+};
+
+// Every code-path fault, in enum order.
+const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults();
+const CodePathFaultInfo& info(CodePathFault fault);
+std::optional<CodePathFault> parse_code_path_fault(std::string_view name);
+
+namespace detail {
+extern thread_local std::uint32_t t_active_code_path_faults;
+}
+
+// Whether `fault` is switched on for this thread. Inline: the check sits in
+// hot paths (observe, every collective).
+inline bool fault_active(CodePathFault fault) {
+  return (detail::t_active_code_path_faults >> static_cast<unsigned>(fault)) & 1u;
+}
+
+// RAII: switches this thread's code-path faults to exactly those of `plan`
+// (or the single `fault`) and restores the previous set on exit.
+class [[nodiscard]] CodePathFaultScope {
+ public:
+  explicit CodePathFaultScope(const FaultPlan& plan);
+  explicit CodePathFaultScope(CodePathFault fault);
+  ~CodePathFaultScope();
+  CodePathFaultScope(const CodePathFaultScope&) = delete;
+  CodePathFaultScope& operator=(const CodePathFaultScope&) = delete;
+
+ private:
+  std::uint32_t previous_;
+};
+
+}  // namespace parity
