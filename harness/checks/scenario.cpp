@@ -1,5 +1,6 @@
 #include "harness/checks/scenario.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -33,7 +34,54 @@ RunConfig default_check_scenario() {
   return c;
 }
 
-nlohmann::json read_scenario_file(const std::string& path) {
+const std::vector<std::string>& check_property_names() {
+  static const std::vector<std::string> names = {"exactly_once",     "recompute_invariance",
+                                                 "sharded_reduction", "graph_replay",
+                                                 "determinism",      "collective_symmetry"};
+  return names;
+}
+
+namespace {
+
+ScenarioMeta take_meta(const std::string& path, nlohmann::json& j) {
+  ScenarioMeta meta;
+  if (auto it = j.find("about"); it != j.end()) {
+    meta.about = *it;
+    j.erase(it);
+  }
+  auto it = j.find("expect");
+  if (it == j.end()) return meta;
+  if (!it->is_object())
+    throw ScenarioError(path + ": \"expect\" = " + it->dump() +
+                        ": expected an object of property -> \"PASS\" | \"FAIL\" | \"SKIP\"");
+  const std::vector<std::string>& known = check_property_names();
+  for (const auto& [name, value] : it->items()) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw ScenarioError(path + ": \"expect\".\"" + name + "\": unknown property (known: " + list +
+                          ")");
+    }
+    const std::string v = value.is_string() ? value.get<std::string>() : "";
+    if (v != "PASS" && v != "FAIL" && v != "SKIP")
+      throw ScenarioError(path + ": \"expect\".\"" + name + "\" = " + value.dump() +
+                          ": expected \"PASS\", \"FAIL\" or \"SKIP\"");
+    meta.expect[name] = v;
+  }
+  j.erase(it);
+  return meta;
+}
+
+}  // namespace
+
+nlohmann::json scenario_file_json(const RunConfig& config, const ScenarioMeta& meta) {
+  nlohmann::json j = to_json(config);
+  if (!meta.about.is_null()) j["about"] = meta.about;
+  if (!meta.expect.empty()) j["expect"] = meta.expect;
+  return j;
+}
+
+nlohmann::json read_scenario_file(const std::string& path, ScenarioMeta* meta) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ScenarioError(path + ": cannot read: " + std::strerror(errno));
   std::ostringstream text;
@@ -52,6 +100,8 @@ nlohmann::json read_scenario_file(const std::string& path) {
   if (!j.is_object())
     throw ScenarioError(path + ": expected a JSON object of run options, got " +
                         std::string(j.type_name()));
+  ScenarioMeta m = take_meta(path, j);
+  if (meta) *meta = std::move(m);
   return j;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // parity check's scenarios: the embedded default (what `parity check` with no
 // argument runs) and scenario files (a JSON object with RunConfig's keys).
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,9 +28,28 @@ class ScenarioError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What a scenario file may say besides the run options: `"about"` (free-form
+// text for people: the pitfall it guards, where a saved failure came from, its
+// reproduce string) and `"expect"` (property name -> "PASS" | "FAIL" | "SKIP":
+// the outcome the file promises; parity check fails when it is not met).
+struct ScenarioMeta {
+  nlohmann::json about;                        // null when absent
+  std::map<std::string, std::string> expect;  // "exactly_once" -> "PASS"
+};
+
+// The property names parity check evaluates (contract.md section 5, in report
+// order): what "expect" may name.
+const std::vector<std::string>& check_property_names();
+
 // Reads and parses a scenario file; throws ScenarioError with one line naming
 // the file and the reason ("cannot read: No such file or directory", "JSON
-// parse error at byte 17: ...", "expected a JSON object").
-nlohmann::json read_scenario_file(const std::string& path);
+// parse error at byte 17: ...", "expected a JSON object", `"expect"."foo":
+// unknown property (known: ...)`). Returns the run options only: "about" and
+// "expect" are removed and, when `meta` is given, stored there.
+nlohmann::json read_scenario_file(const std::string& path, ScenarioMeta* meta = nullptr);
+
+// The JSON text of a scenario file (run options, then "about" and "expect" when
+// given): what PARITY_SAVE_FAILURES and the regression files hold.
+nlohmann::json scenario_file_json(const RunConfig& config, const ScenarioMeta& meta = {});
 
 }  // namespace parity::checks
