@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <ostream>
 
 #include "harness/checks/properties.h"
@@ -81,18 +82,34 @@ CheckPlan plan_check(const RunConfig& scenario) {
   return p;
 }
 
-int run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
-              std::ostream& err, const LaunchOptions& options, bool* must_exit_now) {
+const PropertyResult* CheckOutcome::property(const std::string& name) const {
+  for (const PropertyResult& p : report.properties)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
+                           const LaunchOptions& options, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
   register_model_program();
   const CheckPlan plan = plan_check(scenario);
-  CheckReport report;
+  CheckOutcome outcome;
+  CheckReport& report = outcome.report;
   report.scenario_source = source;
   report.scenario = scenario;
   report.notes = plan.notes;
-  out << "parity check (" << source << "): " << describe(plan.a.metrics.empty() ? plan.c : plan.a)
-      << std::endl;
-  for (const std::string& n : plan.notes) out << "  note: " << n << std::endl;
+  if (progress) {
+    *progress << "parity check (" << source << "): "
+              << describe(plan.a.metrics.empty() ? plan.c : plan.a) << std::endl;
+    for (const std::string& n : plan.notes) *progress << "  note: " << n << std::endl;
+  }
+  auto finish = [&](int code) {
+    outcome.exit_code = code;
+    report.exit_code = code;
+    report.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return outcome;
+  };
 
   struct Planned {
     std::string name, title;
@@ -112,8 +129,9 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
     try {
       result = launch(p.config, kModelProgram, options);
     } catch (const std::exception& e) {
-      err << "parity check: run (" << p.name << ") could not launch: " << one_line(e.what()) << "\n";
-      return cli::kExitRankFailure;
+      outcome.failure =
+          "parity check: run (" + p.name + ") could not launch: " + one_line(e.what()) + "\n";
+      return finish(cli::kExitRankFailure);
     }
     report.runs.emplace_back(p.name, p.config);
     report.run_titles.emplace_back(p.name, p.title);
@@ -122,22 +140,23 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
       const std::string text = result.failure->text();
       if (p.name == "a" && text.find("shares storage with the observed tensor") != std::string::npos) {
         alias_failure = "prepared metric state aliases an observed tensor: " + one_line(text, 300);
-        out << "run (" << p.name << ") " << p.title << ": FAILED (aliasing)" << std::endl;
+        if (progress) *progress << "run (" << p.name << ") " << p.title << ": FAILED (aliasing)" << std::endl;
         break;
       }
-      err << "parity check: run (" << p.name << ") " << p.title << " failed:\n";
-      for (const std::string& line : result.failure->lines()) err << line << "\n";
-      if (result.failure->abandoned_threads && must_exit_now) *must_exit_now = true;
-      return cli::kExitRankFailure;
+      outcome.failure = "parity check: run (" + p.name + ") " + p.title + " failed:\n";
+      for (const std::string& line : result.failure->lines()) outcome.failure += line + "\n";
+      outcome.must_exit_now = result.failure->abandoned_threads;
+      return finish(cli::kExitRankFailure);
     }
     try {
       runs.push_back(check_run_from(p.name, p.title, p.config, result.results));
     } catch (const std::exception& e) {
-      err << "parity check: " << e.what() << "\n";
-      return cli::kExitRankFailure;
+      outcome.failure = "parity check: " + std::string(e.what()) + "\n";
+      return finish(cli::kExitRankFailure);
     }
-    out << "run (" << p.name << ") " << p.title << ": " << p.config.world_size() << " rank(s), "
-        << secs(result.wall_seconds) << " s" << std::endl;
+    if (progress)
+      *progress << "run (" << p.name << ") " << p.title << ": " << p.config.world_size()
+                << " rank(s), " << secs(result.wall_seconds) << " s" << std::endl;
   }
 
   if (!alias_failure.empty()) {
@@ -158,20 +177,68 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
     for (const CheckRun& r : runs) all.push_back(&r);
     report.properties.push_back(check_collective_symmetry(all));
   }
+  bool failed = false;
+  for (const PropertyResult& p : report.properties) failed = failed || p.status == Status::fail;
+  return finish(failed ? cli::kExitPropertyFailed : cli::kExitOk);
+}
 
-  int code = cli::kExitOk;
+ExpectationCheck compare_expectations(const std::vector<PropertyResult>& properties,
+                                      const std::map<std::string, std::string>& expect) {
+  ExpectationCheck out;
+  for (const PropertyResult& p : properties) {
+    const std::string actual(to_string(p.status));
+    const auto it = expect.find(p.name);
+    if (it == expect.end()) {
+      if (p.status == Status::fail) out.ok = false;
+      continue;
+    }
+    const bool met = it->second == actual;
+    out.ok = out.ok && met;
+    out.lines.push_back("expect " + p.name + " " + it->second +
+                        (met ? ": met" : ": not met: it is " + actual));
+  }
+  // An expectation naming a property that was not evaluated (graph_replay
+  // alone after an aliasing failure) is not met.
+  for (const auto& [name, status] : expect) {
+    bool seen = false;
+    for (const PropertyResult& p : properties) seen = seen || p.name == name;
+    if (!seen) {
+      out.ok = false;
+      out.lines.push_back("expect " + name + " " + status + ": not met: it was not evaluated");
+    }
+  }
+  return out;
+}
+
+int run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
+              std::ostream& err, const LaunchOptions& options, bool* must_exit_now,
+              const std::map<std::string, std::string>& expect) {
+  CheckOutcome outcome = execute_check(scenario, source, options, &out);
+  if (outcome.exit_code == cli::kExitRankFailure) {
+    err << outcome.failure;
+    if (outcome.must_exit_now && must_exit_now) *must_exit_now = true;
+    return outcome.exit_code;
+  }
+  CheckReport& report = outcome.report;
   int passed = 0, failed = 0, skipped = 0;
   for (const PropertyResult& p : report.properties) {
     if (p.status == Status::fail) ++failed;
     else if (p.status == Status::pass) ++passed;
     else ++skipped;
   }
-  if (failed) code = cli::kExitPropertyFailed;
+  int code = outcome.exit_code;
   out << "\n" << format_property_table(report.properties) << "\n"
       << format_metric_table(report.metrics);
-  report.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ExpectationCheck expectations;
+  if (!expect.empty()) {
+    expectations = compare_expectations(report.properties, expect);
+    code = expectations.ok ? cli::kExitOk : cli::kExitPropertyFailed;
+    out << "\n";
+    for (const std::string& line : expectations.lines) out << line << "\n";
+  }
   report.exit_code = code;
+  report.expect = expect;
+  report.expectation_lines = expectations.lines;
   if (!scenario.report.empty()) {
     try {
       cli::write_file_atomically(scenario.report, report_json(report).dump(2) + "\n");
@@ -180,10 +247,19 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
       if (code == cli::kExitOk) code = cli::kExitBadInput;
     }
   }
-  out << "\ncheck " << (failed ? "FAILED" : "passed") << ": " << passed << " pass, " << failed
-      << " fail, " << skipped << " skip; " << secs(report.wall_seconds) << " s" << std::endl;
-  for (const PropertyResult& p : report.properties)
-    if (p.status == Status::fail) err << "parity check: " << p.name << " FAILED: " << p.reason << "\n";
+  out << "\ncheck " << (code == cli::kExitOk ? "passed" : "FAILED") << ": " << passed << " pass, "
+      << failed << " fail, " << skipped << " skip";
+  if (!expect.empty())
+    out << "; expectations " << (expectations.ok ? "met" : "NOT met");
+  out << "; " << secs(report.wall_seconds) << " s" << std::endl;
+  for (const PropertyResult& p : report.properties) {
+    const auto it = expect.find(p.name);
+    const bool expected_fail = it != expect.end() && it->second == "FAIL";
+    if (p.status == Status::fail && !expected_fail)
+      err << "parity check: " << p.name << " FAILED: " << p.reason << "\n";
+  }
+  for (const std::string& line : expectations.lines)
+    if (line.find(": not met") != std::string::npos) err << "parity check: " << line << "\n";
   return code;
 }
 

@@ -5,11 +5,17 @@
 // properties of contract.md section 5 that apply on this backend
 // (properties.h) and prints/writes the report (report.h). docs/cli.md,
 // docs/properties.md, docs/report-schema.md.
+//
+// execute_check runs and evaluates (no printing but optional progress lines):
+// the property suite (tests/properties, parity mutants) calls it directly.
+// run_check prints what `parity check` prints, built on it.
 #include <iosfwd>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/checks/report.h"
 #include "harness/config/run_config.h"
 #include "harness/parallel/launcher.h"
 
@@ -25,10 +31,46 @@ struct CheckPlan {
 // The run configs for a validated scenario.
 CheckPlan plan_check(const RunConfig& scenario);
 
-// Exit codes: 0 every property PASS or SKIP, 1 a FAIL, 2 a report that cannot
-// be written, 3 a rank failure (other than prepared state aliasing an observed
-// tensor, which is graph_replay's FAIL).
+struct CheckOutcome {
+  // runs, per-property results (report order), metric comparisons, notes;
+  // report.exit_code = exit_code.
+  CheckReport report;
+  // 0 every property PASS or SKIP, 1 a FAIL, 3 a rank failure.
+  int exit_code = 0;
+  // Set when a run failed or could not launch (exit 3): what parity check
+  // prints on stderr, one or more lines ("parity check: run (a) ... failed:", then the
+  // rank failure's lines). Empty otherwise.
+  std::string failure;
+  // Rank threads had to be left running: the process should _Exit soon.
+  bool must_exit_now = false;
+
+  // nullptr when the property was not evaluated (a rank failure).
+  const PropertyResult* property(const std::string& name) const;
+};
+
+// Runs (a), (b), (c), (a2) [and (d)] and evaluates every property. `progress`
+// (when given) receives the header, the notes and one line per finished run.
+// Never writes scenario.report (run_check does).
+CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
+                           const LaunchOptions& options = {}, std::ostream* progress = nullptr);
+
+// A scenario file's "expect" (property -> "PASS" | "FAIL" | "SKIP") against
+// the evaluated properties. ok: every expectation met and every property not
+// named PASS or SKIP. lines: one per expectation, in report order:
+// "expect exactly_once FAIL: met", "expect graph_replay PASS: not met: it is SKIP".
+struct ExpectationCheck {
+  bool ok = true;
+  std::vector<std::string> lines;
+};
+ExpectationCheck compare_expectations(const std::vector<PropertyResult>& properties,
+                                      const std::map<std::string, std::string>& expect);
+
+// Exit codes: 0 every property PASS or SKIP (with `expect`: every expectation
+// met and the properties not named PASS or SKIP), 1 otherwise, 2 a report that
+// cannot be written, 3 a rank failure (other than prepared state aliasing an
+// observed tensor, which is graph_replay's FAIL).
 int run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
-              std::ostream& err, const LaunchOptions& options = {}, bool* must_exit_now = nullptr);
+              std::ostream& err, const LaunchOptions& options = {}, bool* must_exit_now = nullptr,
+              const std::map<std::string, std::string>& expect = {});
 
 }  // namespace parity::checks

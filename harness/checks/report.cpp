@@ -138,6 +138,10 @@ nlohmann::ordered_json report_json(const CheckReport& r) {
   }
   j["metrics"] = metrics;
   j["notes"] = r.notes;
+  if (!r.expect.empty()) {
+    j["expect"] = r.expect;
+    j["expectations"] = r.expectation_lines;
+  }
   return j;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // parity check's output: the property table, the per-metric table and the
 // JSON report (docs/report-schema.md).
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct CheckReport {
   std::vector<PropertyResult> properties;
   std::vector<MetricComparison> metrics;  // every comparison of sharded_reduction
   std::vector<std::string> notes;
+  // The scenario file's "expect" and one line per expectation (check.h
+  // compare_expectations); empty when the scenario names none.
+  std::map<std::string, std::string> expect;
+  std::vector<std::string> expectation_lines;
   int exit_code = 0;
   double wall_seconds = 0;
 };

@@ -229,7 +229,10 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
         base = to_json(checks::default_check_scenario());
       } else {
         parsed.scenario_source = scenario_file;
-        base = checks::read_scenario_file(scenario_file);
+        checks::ScenarioMeta meta;
+        base = checks::read_scenario_file(scenario_file, &meta);
+        parsed.expect = meta.expect;
+        parsed.about = meta.about;
         run_config_from_json(base);  // unknown keys, wrong types: named with the file
       }
     } catch (const std::exception& e) {
@@ -310,7 +313,8 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   const bool run = parsed.command == "run";
   const RunConfig& config = parsed.config;
   if (parsed.command == "check")
-    return checks::run_check(config, parsed.scenario_source, out, err, options, must_exit_now);
+    return checks::run_check(config, parsed.scenario_source, out, err, options, must_exit_now,
+                             parsed.expect);
 
   const bool env = config.launch == LaunchMode::env;
   EnvRank env_rank;

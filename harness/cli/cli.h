@@ -4,8 +4,11 @@
 // RunConfig and validated by validate_run_config. The hidden subcommands
 // `__rank-worker` and `__free-port` are handled by main() before this.
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
 #include "harness/parallel/launcher.h"
@@ -26,6 +29,10 @@ struct ParsedCommand {
   // check: "embedded default" or the scenario file's path; self_check is set by
   // `check --self-check` (the command is then "selfcheck").
   std::string scenario_source;
+  // check/repro with a scenario file: its "expect" (property -> PASS/FAIL/SKIP)
+  // and its "about" (repro prints it; null when absent).
+  std::map<std::string, std::string> expect;
+  nlohmann::json about;
 };
 
 // Parses and validates (config rules; env mode's environment too). `argv[0]`

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
 
@@ -105,6 +106,63 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
             kExitBadInput);
   EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+checks::PropertyResult prop(const char* name, checks::Status s) {
+  checks::PropertyResult p;
+  p.name = name;
+  p.status = s;
+  return p;
+}
+
+TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
+  using checks::Status;
+  const std::vector<checks::PropertyResult> props = {prop("exactly_once", Status::fail),
+                                                     prop("graph_replay", Status::skip),
+                                                     prop("determinism", Status::pass)};
+  checks::ExpectationCheck e = checks::compare_expectations(props, {{"exactly_once", "FAIL"}});
+  EXPECT_TRUE(e.ok);
+  ASSERT_EQ(e.lines.size(), 1u);
+  EXPECT_EQ(e.lines[0], "expect exactly_once FAIL: met");
+
+  e = checks::compare_expectations(props, {{"graph_replay", "PASS"}, {"determinism", "PASS"}});
+  EXPECT_FALSE(e.ok);  // graph_replay is SKIP, and exactly_once FAILs unnamed
+  ASSERT_EQ(e.lines.size(), 2u);
+  EXPECT_EQ(e.lines[0], "expect graph_replay PASS: not met: it is SKIP");
+  EXPECT_EQ(e.lines[1], "expect determinism PASS: met");
+
+  e = checks::compare_expectations(props, {{"exactly_once", "FAIL"}, {"collective_symmetry", "PASS"}});
+  EXPECT_FALSE(e.ok);  // not evaluated
+  EXPECT_EQ(e.lines.back(), "expect collective_symmetry PASS: not met: it was not evaluated");
+  EXPECT_TRUE(checks::compare_expectations(props, {}).ok == false);
+  EXPECT_TRUE(checks::compare_expectations({prop("determinism", Status::pass)}, {}).ok);
+}
+
+TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("parity-check-expect-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string small = R"("hidden": 16, "heads": 2, "ffn-hidden": 32, "seq": 8, "vocab": 32,
+    "layers": 1, "micro-batch": 1, "microbatches": 1, "steps": 2, "tp": 2, "sp": true,
+    "metrics": ["layer-residual-contribution-mean"], )";
+  auto write = [&](const char* name, const std::string& expect) {
+    const std::string p = (dir / name).string();
+    std::ofstream(p) << "{" << small << R"("expect": )" << expect << "}";
+    return p;
+  };
+  std::string out, err;
+  // graph_replay is SKIP without graphs: an expected PASS is not met.
+  EXPECT_EQ(run({"check", write("unmet.json", R"({"graph_replay": "PASS"})")}, &out, &err),
+            kExitPropertyFailed) << out << err;
+  EXPECT_NE(out.find("expect graph_replay PASS: not met: it is SKIP"), std::string::npos) << out;
+  // An expected FAIL that happens is not an error.
+  EXPECT_EQ(run({"check", write("fail.json", R"({"sharded_reduction": "FAIL", "graph_replay": "SKIP"})"),
+                 "--inject", "sp-residual-mislabel"}, &out, &err),
+            kExitOk) << out << err;
+  EXPECT_NE(out.find("expect sharded_reduction FAIL: met"), std::string::npos) << out;
+  EXPECT_NE(out.find("check passed"), std::string::npos) << out;
+  EXPECT_EQ(err.find("FAILED"), std::string::npos) << err;
   fs::remove_all(dir);
 }
 
