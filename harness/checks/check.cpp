@@ -47,6 +47,19 @@ std::string secs(double s) {
 
 }  // namespace
 
+std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario) {
+  RunConfig validated = scenario;
+  if (scenario.graphs == GraphOption::full_iteration) validated.metrics.clear();
+  std::vector<ConfigViolation> out = validate_run_config(validated);
+  if (validated.metrics.empty() && !scenario.metrics.empty()) {
+    RunConfig names_only = scenario;
+    names_only.graphs = GraphOption::none;
+    for (ConfigViolation& v : validate_run_config(names_only))
+      if (v.field == "metrics") out.push_back(std::move(v));
+  }
+  return out;
+}
+
 CheckPlan plan_check(const RunConfig& scenario) {
   CheckPlan p;
   std::vector<std::string> metrics = scenario.metrics;

@@ -28,6 +28,11 @@ struct CheckPlan {
   std::optional<RunConfig> d;
   std::vector<std::string> notes;  // e.g. why (a) runs without metrics
 };
+// validate_run_config as parity check applies it: under full-iteration graphs
+// (a) runs without metrics (the eager references collect them), so only the
+// metric names are checked there. Empty = a scenario parity check accepts.
+std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario);
+
 // The run configs for a validated scenario.
 CheckPlan plan_check(const RunConfig& scenario);
 

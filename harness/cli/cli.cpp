@@ -251,19 +251,11 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
                             "among them): use threads or processes",
                             ConfigViolation::Kind::text});
   }
-  {
-    // check simulates full-iteration graphs with metrics off in (a) (they are
-    // collected in the eager references), so the metrics rule does not apply.
-    RunConfig validated = c;
-    if (parsed.command == "check" && c.graphs == GraphOption::full_iteration) validated.metrics.clear();
-    for (ConfigViolation& v : validate_run_config(validated)) violations.push_back(std::move(v));
-    if (parsed.command == "check" && validated.metrics.empty() && !c.metrics.empty()) {
-      RunConfig names_only = c;
-      names_only.graphs = GraphOption::none;
-      for (ConfigViolation& v : validate_run_config(names_only))
-        if (v.field == "metrics") violations.push_back(std::move(v));
-    }
-  }
+  // check simulates full-iteration graphs with metrics off in (a) (they are
+  // collected in the eager references), so the metrics rule does not apply.
+  for (ConfigViolation& v : parsed.command == "check" ? checks::validate_check_scenario(c)
+                                                      : validate_run_config(c))
+    violations.push_back(std::move(v));
   if (c.launch == LaunchMode::env && parsed.command != "check")
     for (ConfigViolation& v : read_env_rank(c, nullptr, options.getenv))
       violations.push_back(std::move(v));

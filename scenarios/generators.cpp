@@ -1,0 +1,186 @@
+#include "scenarios/generators.h"
+
+#include <algorithm>
+#include <ostream>
+
+#include "harness/checks/scenario.h"
+
+namespace parity {
+
+void showValue(const RunConfig& config, std::ostream& os) {
+  os << checks::scenario_file_json(config).dump();
+}
+
+}  // namespace parity
+
+namespace parity::scenarios {
+
+namespace gen = rc::gen;
+
+namespace {
+// A weighted choice; shrinks toward the first alternative.
+template <typename T>
+T weighted(std::initializer_list<std::pair<std::size_t, T>> choices) {
+  return *gen::weightedElement<T>(choices);
+}
+bool sometimes(std::size_t in_how_many) {
+  return weighted<bool>({{in_how_many - 1, false}, {1, true}});
+}
+}  // namespace
+
+void pick_layout(RunConfig& c) {
+  c.tp = weighted<int>({{4, 1}, {4, 2}, {2, 4}});
+  c.cp = weighted<int>({{6, 1}, {4, 2}, {1, 4}});
+  c.dp = weighted<int>({{4, 1}, {4, 2}, {1, 4}});
+  // World <= 16: thread ranks share 2 cores in CI.
+  while (c.world_size() > 16) {
+    if (c.dp > 1) c.dp /= 2;
+    else c.cp /= 2;
+  }
+  c.sp = c.tp > 1 && weighted<bool>({{1, false}, {1, true}});
+}
+
+void pick_model_shape(RunConfig& c) {
+  // Heads split over tp; hidden, ffn and vocab are multiples of tp.
+  c.heads = c.tp * weighted<int>({{2, 1}, {1, 2}});
+  c.hidden = std::max(weighted<int>({{2, 8}, {2, 16}, {1, 32}}), 4 * c.heads);
+  c.ffn_hidden = c.hidden * weighted<int>({{2, 2}, {1, 4}});
+  c.vocab = c.tp * weighted<int>({{2, 8}, {1, 16}});
+  // Sequence: CP's 2*cp load-balanced chunks, each split over tp under SP.
+  const int unit = (c.cp > 1 ? 2 * c.cp : 1) * (c.sp ? c.tp : 1);
+  const int at_least_4 = (4 + unit - 1) / unit;
+  c.seq = unit * at_least_4 * weighted<int>({{3, 1}, {1, 2}});
+  c.layers = weighted<int>({{4, 1}, {4, 2}, {2, 3}, {1, 4}});
+  c.micro_batch = weighted<int>({{3, 1}, {1, 2}});
+  c.microbatches = weighted<int>({{3, 1}, {2, 2}, {1, 3}});
+  c.dtype = weighted<DType>({{6, DType::fp32}, {3, DType::fp64}, {1, DType::bf16}});
+  c.dropout = weighted<double>({{4, 0.0}, {1, 0.1}});
+  c.norm = weighted<NormOption>({{3, NormOption::layernorm}, {1, NormOption::rmsnorm}});
+  c.activation = weighted<ActivationOption>({{3, ActivationOption::gelu}, {1, ActivationOption::swiglu}});
+  c.fp32_residual = c.dtype == DType::bf16 && sometimes(2);
+  c.gather_output = c.tp > 1 && sometimes(3);
+  c.lr = weighted<double>({{5, 0.1}, {1, 0.0}});
+  c.seed = *gen::weightedOneOf<std::uint64_t>(
+      {{3, gen::just<std::uint64_t>(1234)}, {1, gen::inRange<std::uint64_t>(1, 100000)}});
+}
+
+void pick_graphs(RunConfig& c) {
+  c.graphs = weighted<GraphOption>(
+      {{5, GraphOption::none}, {3, GraphOption::per_layer}, {2, GraphOption::full_iteration}});
+  c.graph_warmup = *gen::element(0, 1, 2);
+  switch (c.graphs) {
+    case GraphOption::none:
+      c.graph_warmup = 1;  // unused: the default, so it shrinks away
+      c.steps = weighted<int>({{2, 1}, {3, 2}, {1, 3}});
+      break;
+    case GraphOption::per_layer:  // step 0 records, later steps replay
+      c.steps = *gen::element(2, 3);
+      break;
+    case GraphOption::full_iteration:  // warmup steps, the capture step, a replay
+      c.steps = c.graph_warmup + 2;
+      break;
+  }
+}
+
+void pick_recompute(RunConfig& c) {
+  // Full recompute with per-layer graphs is rejected (as in Megatron).
+  const RecomputeOption kind =
+      c.graphs == GraphOption::per_layer
+          ? weighted<RecomputeOption>({{4, RecomputeOption::none}, {3, RecomputeOption::selective}})
+          : weighted<RecomputeOption>({{4, RecomputeOption::none},
+                                       {2, RecomputeOption::full_uniform},
+                                       {2, RecomputeOption::full_block},
+                                       {3, RecomputeOption::selective}});
+  c.recompute_layers = 1;
+  switch (kind) {
+    case RecomputeOption::none:
+      c.recompute = "none";
+      break;
+    case RecomputeOption::full_uniform: {
+      std::vector<int> divisors;
+      for (int d = 1; d <= c.layers; ++d)
+        if (c.layers % d == 0) divisors.push_back(d);
+      c.recompute = "full-uniform";
+      c.recompute_layers = *gen::elementOf(divisors);
+      break;
+    }
+    case RecomputeOption::full_block:
+      c.recompute = "full-block";
+      c.recompute_layers = *gen::inRange(1, c.layers + 1);
+      break;
+    case RecomputeOption::selective:
+      c.recompute = "selective:" + *gen::element<std::string>(
+                                       "core_attn", "layernorm", "mlp", "core_attn,layernorm",
+                                       "core_attn,mlp", "layernorm,mlp", "core_attn,layernorm,mlp");
+      break;
+  }
+}
+
+const std::vector<std::string>& scenario_metric_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const char* source : {"layer-residual-accumulator", "layer-residual-contribution",
+                               "layer-attention-context", "layer-mlp-output", "global-output-logits"})
+      for (const char* stat : {"l2", "max", "abs-max", "min", "mean", "rms", "nan-count",
+                               "inf-count", "mean-row-l2", "mean-column-l2"})
+        out.push_back(std::string(source) + "-" + stat);
+    return out;
+  }();
+  return names;
+}
+
+void pick_metrics(RunConfig& c) {
+  // Sources x statistics, each included independently: residuals and logits
+  // (where the reduction pitfalls live) and the population statistics (mean,
+  // l2, rms) are likelier. Empty picks fall back to the first: the simplest.
+  struct Weighted {
+    const char* name;
+    std::size_t in;  // included with probability 1/in
+  };
+  const Weighted sources[] = {{"layer-residual-contribution", 2}, {"layer-residual-accumulator", 2},
+                              {"global-output-logits", 2},        {"layer-attention-context", 4},
+                              {"layer-mlp-output", 4}};
+  const Weighted stats[] = {{"l2", 2},        {"mean", 2},      {"rms", 2},
+                            {"max", 4},       {"abs-max", 4},   {"min", 4},
+                            {"nan-count", 6}, {"inf-count", 6}, {"mean-row-l2", 4},
+                            {"mean-column-l2", 4}};
+  std::vector<std::string> chosen_sources, chosen_stats;
+  for (const Weighted& s : sources)
+    if (sometimes(s.in)) chosen_sources.push_back(s.name);
+  for (const Weighted& s : stats)
+    if (sometimes(s.in)) chosen_stats.push_back(s.name);
+  if (chosen_sources.empty()) chosen_sources.push_back(sources[0].name);
+  if (chosen_stats.empty()) chosen_stats.push_back(stats[0].name);
+  c.metrics.clear();
+  for (const std::string& source : chosen_sources)
+    for (const std::string& stat : chosen_stats) c.metrics.push_back(source + "-" + stat);
+}
+
+void pick_launch(RunConfig& c) {
+  // Processes cost ~10x threads: rare, and small worlds only.
+  c.launch = c.world_size() <= 2 && sometimes(12) ? LaunchMode::processes : LaunchMode::threads;
+}
+
+rc::Gen<RunConfig> gen_scenario() {
+  return gen::exec([] {
+    RunConfig c;
+    pick_layout(c);
+    pick_model_shape(c);
+    pick_graphs(c);
+    pick_recompute(c);
+    pick_metrics(c);
+    pick_launch(c);
+    return c;
+  });
+}
+
+nlohmann::json differing_fields(const RunConfig& config) {
+  const nlohmann::json defaults = to_json(RunConfig{});
+  nlohmann::json out = nlohmann::json::object();
+  const nlohmann::json given = to_json(config);
+  for (const auto& [key, value] : given.items())
+    if (!defaults.contains(key) || defaults[key] != value) out[key] = value;
+  return out;
+}
+
+}  // namespace parity::scenarios

@@ -1,0 +1,49 @@
+#pragma once
+// rapidcheck generators of whole parity check scenarios, valid by
+// construction (validate_check_scenario accepts every one). Small pieces,
+// composed in gen_scenario(): layout, model shape, graphs, recompute, metrics,
+// launch. Every choice lists its simplest value first, so rapidcheck shrinks a
+// counterexample toward tp = cp = dp = 1, 1 layer, fp32, no recompute, no
+// graphs, 1 step, threads. Shapes are tiny (hidden 8-32, seq 4-32, vocab
+// 8-64): a check costs about a second. docs/property-suite.md.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <rapidcheck.h>
+
+#include "harness/config/run_config.h"
+
+namespace parity {
+
+// rapidcheck prints counterexamples through this (ADL): the scenario as the
+// JSON of a scenario file, one line, ready for `parity repro`.
+void showValue(const RunConfig& config, std::ostream& os);
+
+}  // namespace parity
+
+namespace parity::scenarios {
+
+// The pieces. Each sets its fields of `c` (and reads those set before it, in
+// this order: layout, model shape, graphs, recompute, metrics, launch); call
+// them only inside rc::gen::exec or a property (they use operator*).
+void pick_layout(RunConfig& c);       // tp, cp, dp (world <= 16), sp
+void pick_model_shape(RunConfig& c);  // heads, hidden, ffn, vocab, seq, layers, batches, dtype, ...
+void pick_graphs(RunConfig& c);       // graphs, graph-warmup, steps (a replay step when graphed)
+void pick_recompute(RunConfig& c);    // every kind; full recompute never with per-layer graphs
+void pick_metrics(RunConfig& c);      // a non-empty subset, weighted to residual and logit metrics
+void pick_launch(RunConfig& c);       // threads; processes rarely, world <= 2 only
+
+// A whole scenario: the pieces above, in order.
+rc::Gen<RunConfig> gen_scenario();
+
+// The residual, attention-context, MLP-output and logit metrics (5 sources x
+// 10 statistics): the ones the first-wave model produces.
+const std::vector<std::string>& scenario_metric_names();
+
+// The fields that differ from RunConfig's defaults, as JSON (the mutants
+// table's compact scenario).
+nlohmann::json differing_fields(const RunConfig& config);
+
+}  // namespace parity::scenarios
