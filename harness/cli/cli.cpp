@@ -15,10 +15,13 @@
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/model/training_step.h"
+#include "harness/parallel/code_path_faults.h"
 #include "harness/parallel/self_check.h"
 
 namespace parity::cli {
 namespace {
+
+MutantsRunner g_mutants_runner = nullptr;
 
 // Enum-valued options are read as text and mapped afterwards, so a bad value
 // is a ConfigViolation like any other (field, value, rule).
@@ -130,10 +133,13 @@ const std::vector<Command>& commands() {
        true, ""},
       {"sweep", "run the property cross-checks over many generated scenarios", false,
        "parity sweep is not implemented yet (it needs the model and the properties)"},
-      {"repro", "re-run one failing scenario from its reproduce string", false,
-       "parity repro is not implemented yet (it needs the model and the properties)"},
-      {"mutants", "run the known-bad variants (negative controls) and check each is caught",
-       false, "parity mutants is not implemented yet (it needs the model and the properties)"},
+      {"repro", "replay a saved scenario file (PARITY_SAVE_FAILURES, scenarios/*.json): the same "
+                "runs, table and exit codes as parity check FILE",
+       true, ""},
+      {"mutants", "for each code-path fault: search generated scenarios with it injected until a "
+                  "property FAILs, shrink, and print fault, caught, by which property, the "
+                  "shrunk scenario, seconds (docs/property-suite.md)",
+       true, ""},
   };
   return c;
 }
@@ -144,6 +150,8 @@ std::string one_error_line(const std::string& what) {
 }
 
 }  // namespace
+
+void set_mutants_runner(MutantsRunner runner) { g_mutants_runner = runner; }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -175,9 +183,19 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   bool self_check = false;
   for (const Command& c : commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
-    if (c.implemented || c.name == "run") {
+    if (c.name == "mutants") {
+      sub->add_option("--fault", parsed.mutants.faults, "only this fault (repeatable)");
+      sub->add_option("--cases", parsed.mutants.cases, "generated scenarios per fault")
+          ->check(CLI::PositiveNumber);
+      sub->add_option("--seed", parsed.mutants.seed, "rapidcheck seed");
+      sub->add_option("--shrink-seconds", parsed.mutants.shrink_seconds,
+                      "stop shrinking a counterexample after this long");
+      sub->add_option("--report", parsed.mutants.report, "write the table as JSON to FILE");
+    } else if (c.implemented || c.name == "run") {
       add_run_options(sub, flags);
-      if (c.name == "check") {
+      if (c.name == "repro") {
+        sub->add_option("scenario", scenario_file, "the saved scenario file")->required();
+      } else if (c.name == "check") {
         sub->add_option("scenario", scenario_file,
                         "scenario file: a JSON object with the run options' keys (docs/cli.md); "
                         "flags override its values");
@@ -203,6 +221,12 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   }
   for (std::size_t i = 0; i < subs.size(); ++i)
     if (subs[i]->parsed()) parsed.command = commands()[i].name;
+  if (parsed.command == "mutants") {
+    for (const std::string& f : parsed.mutants.faults)
+      if (!parse_code_path_fault(f))
+        parsed.errors.push_back("--fault " + f + ": not a code-path fault (parity --help lists them)");
+    return parsed;
+  }
 
   RunConfig& c = flags.config;
   std::vector<ConfigViolation> violations;
@@ -217,8 +241,9 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   // check: the scenario (embedded default or file), then the flags given on
   // the command line over it; violations name the file's key or the flag.
   std::set<std::string> from_flags;
-  if (parsed.command == "check") {
-    CLI::App* sub = app.get_subcommand("check");
+  const bool check_like = parsed.command == "check" || parsed.command == "repro";
+  if (check_like) {
+    CLI::App* sub = app.get_subcommand(parsed.command);
     for (const CLI::Option* o : sub->get_options())
       if (o->count() > 0 && o->get_name().rfind("--", 0) == 0)
         from_flags.insert(o->get_name().substr(2));
@@ -253,14 +278,14 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   }
   // check simulates full-iteration graphs with metrics off in (a) (they are
   // collected in the eager references), so the metrics rule does not apply.
-  for (ConfigViolation& v : parsed.command == "check" ? checks::validate_check_scenario(c)
+  for (ConfigViolation& v : check_like ? checks::validate_check_scenario(c)
                                                       : validate_run_config(c))
     violations.push_back(std::move(v));
-  if (c.launch == LaunchMode::env && parsed.command != "check")
+  if (c.launch == LaunchMode::env && !check_like)
     for (ConfigViolation& v : read_env_rank(c, nullptr, options.getenv))
       violations.push_back(std::move(v));
   for (const ConfigViolation& v : violations) {
-    const bool in_file = parsed.command == "check" && !scenario_file.empty() &&
+    const bool in_file = check_like && !scenario_file.empty() &&
                          !from_flags.count(v.field);
     parsed.errors.push_back(in_file ? format_for_file(v, scenario_file) : format_for_cli(v));
   }
@@ -302,9 +327,21 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       return kExitBadInput;
     }
   }
+  if (parsed.command == "mutants") {
+    if (!g_mutants_runner) {
+      err << "parity mutants is not available in this program (no mutants runner installed)\n";
+      return kExitBadInput;
+    }
+    return g_mutants_runner(parsed.mutants, out, err);
+  }
   const bool run = parsed.command == "run";
   const RunConfig& config = parsed.config;
-  if (parsed.command == "check")
+  if (parsed.command == "repro" && !parsed.about.is_null()) {
+    // What the file says about itself (the failing property, its reason, the
+    // rapidcheck reproduce string), then the same check.
+    out << "parity repro: " << parsed.about.dump() << std::endl;
+  }
+  if (parsed.command == "check" || parsed.command == "repro")
     return checks::run_check(config, parsed.scenario_source, out, err, options, must_exit_now,
                              parsed.expect);
 

@@ -3,6 +3,7 @@
 // run options of issue 2 and the model options of issue 3, mapped into a
 // RunConfig and validated by validate_run_config. The hidden subcommands
 // `__rank-worker` and `__free-port` are handled by main() before this.
+#include <cstdint>
 #include <iosfwd>
 #include <map>
 #include <string>
@@ -21,6 +22,19 @@ inline constexpr int kExitPropertyFailed = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitRankFailure = 3;
 
+// `parity mutants`: its options, and the runner that performs it (in the
+// parity_scenarios library, which needs rapidcheck: main() installs it, so
+// the harness library does not depend on the generators).
+struct MutantsOptions {
+  std::vector<std::string> faults;  // empty = every code-path fault
+  int cases = 40;                   // generated scenarios per fault before "not caught"
+  std::uint64_t seed = 20261203;    // rapidcheck seed: the table is deterministic
+  double shrink_seconds = 60;       // shrinking stops after this long (per fault)
+  std::string report;               // JSON report path; "" = none
+};
+using MutantsRunner = int (*)(const MutantsOptions&, std::ostream& out, std::ostream& err);
+void set_mutants_runner(MutantsRunner runner);
+
 struct ParsedCommand {
   std::string command;              // "check", "run", ... ("" for --help alone)
   RunConfig config;
@@ -33,6 +47,7 @@ struct ParsedCommand {
   // and its "about" (repro prints it; null when absent).
   std::map<std::string, std::string> expect;
   nlohmann::json about;
+  MutantsOptions mutants;  // mutants: its options
 };
 
 // Parses and validates (config rules; env mode's environment too). `argv[0]`
@@ -44,6 +59,7 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
 // rank threads had to be left running (the caller should _Exit with the code).
 int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
                      const LaunchOptions& options = {}, bool* must_exit_now = nullptr);
+
 
 // Writes `text` to `path` via a temp file in the same directory and rename.
 void write_file_atomically(const std::string& path, const std::string& text);
