@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -52,18 +55,32 @@ void save_failure(const std::string& property, const Failure& f, const std::stri
                              checks::scenario_file_json(f.scenario, meta).dump(2) + "\n");
 }
 
+struct SearchOptions {
+  int default_cases = 25;
+  std::vector<std::string> inject;  // tests of the suite itself inject a fault
+  double shrink_seconds = 0;        // > 0: candidates after this long count as passing
+};
+
 // Checks `property` over generated scenarios: rapidcheck as RC_GTEST_PROP
-// would, with the per-test default case count, printing the shrunk scenario
-// (JSON), rapidcheck's reproduce string, and saving it when asked.
-void check_scenario_property(const std::string& property, int default_cases) {
+// would, with the per-test default case count. Returns "" when it holds, else
+// rapidcheck's message, the shrunk scenario (JSON) and the reproduce string;
+// saves the scenario when PARITY_SAVE_FAILURES is set.
+std::string search_property(const std::string& property, const SearchOptions& options) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   rc::detail::TestMetadata metadata;
   metadata.id = std::string(info->test_case_name()) + "/" + info->name();
   metadata.description = info->name();
   Failure last;  // the last failing evaluation: after shrinking, the minimal one
+  bool failed_once = false;
+  auto first_failure = std::chrono::steady_clock::now();
   const auto result = rc::detail::checkProperty(
       rc::detail::toProperty([&] {
-        const RunConfig scenario = *scenarios::gen_scenario();
+        RunConfig scenario = *scenarios::gen_scenario();
+        if (failed_once && options.shrink_seconds > 0 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - first_failure).count() >
+                options.shrink_seconds)
+          return;
+        scenario.inject = options.inject;
         const checks::CheckOutcome outcome =
             checks::execute_check(scenario, "generated", launch_options());
         std::string reason;
@@ -76,29 +93,37 @@ void check_scenario_property(const std::string& property, int default_cases) {
           reason = "not evaluated (another property's failure ended the check)";
         }
         if (!reason.empty()) {
+          if (!failed_once) first_failure = std::chrono::steady_clock::now();
+          failed_once = true;
           last = {scenario, reason};
           save_failure(property, last, "");
           RC_FAIL(property + " FAILED: " + reason);
         }
       }),
-      metadata, params_with_default(default_cases));
+      metadata, params_with_default(options.default_cases));
   if (result.template is<rc::detail::SuccessResult>()) {
     rc::detail::printResultMessage(result, std::cout);
     std::cout << std::endl;
-    return;
+    return "";
   }
   std::ostringstream message;
   rc::detail::printResultMessage(result, message);
-  std::string reproduce;
   if (result.template is<rc::detail::FailureResult>()) {
     rc::detail::Configuration config;
     config.reproduce[metadata.id] = result.template get<rc::detail::FailureResult>().reproduce;
-    reproduce = rc::detail::configToMinimalString(config);
+    const std::string reproduce = rc::detail::configToMinimalString(config);
     save_failure(property, last, reproduce);
     message << "\nshrunk scenario: " << checks::scenario_file_json(last.scenario).dump()
             << "\nreproduce: RC_PARAMS=\"" << reproduce << "\"";
   }
-  FAIL() << message.str();
+  return message.str();
+}
+
+void check_scenario_property(const std::string& property, int default_cases) {
+  SearchOptions options;
+  options.default_cases = default_cases;
+  const std::string failure = search_property(property, options);
+  if (!failure.empty()) FAIL() << failure;
 }
 
 // Per-test default case counts: the whole `property` label within 5 minutes on
@@ -121,6 +146,37 @@ TEST(ScenarioProperties, ShardedReduction) { check_scenario_property("sharded_re
 TEST(ScenarioProperties, GraphReplay) { check_scenario_property("graph_replay", kCases); }
 TEST(ScenarioProperties, Determinism) { check_scenario_property("determinism", kCases); }
 TEST(ScenarioProperties, CollectiveSymmetry) { check_scenario_property("collective_symmetry", kCases); }
+
+// The suite's own plumbing: with an effective fault injected, the search
+// fails, PARITY_SAVE_FAILURES receives the shrunk scenario with its about
+// (property, reason, reproduce string), and `parity repro` replays it (exit 1).
+TEST(ScenarioPropertySuite, SavesTheShrunkFailureAndReproReplaysIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("parity-save-failures-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ::setenv("PARITY_SAVE_FAILURES", dir.c_str(), 1);
+  SearchOptions options;
+  options.default_cases = 25;
+  options.inject = {"sp-residual-mislabel"};
+  options.shrink_seconds = 5;
+  const std::string failure = search_property("sharded_reduction", options);
+  ::unsetenv("PARITY_SAVE_FAILURES");
+  ASSERT_FALSE(failure.empty()) << "sp-residual-mislabel was not caught";
+  EXPECT_NE(failure.find("shrunk scenario: {"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("reproduce: RC_PARAMS=\"reproduce="), std::string::npos) << failure;
+  const std::string saved = (dir / "sharded_reduction.json").string();
+  checks::ScenarioMeta meta;
+  const nlohmann::json j = checks::read_scenario_file(saved, &meta);
+  EXPECT_EQ(meta.about["property"], "sharded_reduction");
+  EXPECT_NE(meta.about["reproduce"].get<std::string>().find("RC_PARAMS=\"reproduce="), std::string::npos);
+  EXPECT_EQ(j["inject"], nlohmann::json::array({"sp-residual-mislabel"}));
+  const char* argv[] = {"parity", "repro", saved.c_str()};
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::run_command_line(3, argv, out, err, launch_options()), cli::kExitPropertyFailed)
+      << out.str() << err.str();
+  EXPECT_NE(err.str().find("sharded_reduction FAILED"), std::string::npos) << err.str();
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace parity
