@@ -618,15 +618,22 @@ void tag_coverage(const std::vector<Step>& block, bool in_capture, bool in_no_gr
   }
 }
 
-RC_GTEST_PROP(ScopeSemantics, scope_semantics_random_programs_on_threads_follow_the_model, ()) {
+// The property's body; with `inject_grad_mode_gating` every program thread runs
+// with the code-path fault grad-mode-gating switched on (for a test that the
+// search then finds a counterexample, once that fault has an effect).
+void scope_semantics_case(bool inject_grad_mode_gating) {
   const ThreadPrograms programs = *gen_thread_programs();
   std::vector<std::string> tags;
   for (const auto& t : programs.threads) tag_coverage(t, false, false, false, tags);
   for (const char* tag : {"capture in capture", "capture in suspend", "observe under no_grad",
-                                 "throw in a scope"})
+                          "throw in a scope"})
     RC_CLASSIFY(std::find(tags.begin(), tags.end(), tag) != tags.end(), tag);
-  const std::string failures = run_and_compare(programs, /*inject_grad_mode_gating=*/false);
+  const std::string failures = run_and_compare(programs, inject_grad_mode_gating);
   if (!failures.empty()) RC_FAIL(failures);
+}
+
+RC_GTEST_PROP(ScopeSemantics, scope_semantics_random_programs_on_threads_follow_the_model, ()) {
+  scope_semantics_case(/*inject_grad_mode_gating=*/false);
 }
 
 }  // namespace
