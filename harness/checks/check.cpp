@@ -92,6 +92,15 @@ CheckPlan plan_check(const RunConfig& scenario) {
   p.b.microbatches = scenario.microbatches * scenario.dp;
   p.b.tp = p.b.cp = p.b.dp = 1;
   p.b.sp = false;
+  if (scenario.dropout > 0 && scenario.world_size() > 1) {
+    p.b.dropout = 0;
+    p.e = p.c;
+    p.e->dropout = 0;
+    p.notes.push_back(
+        "dropout on " + std::to_string(scenario.world_size()) +
+        " ranks draws its masks from per-rank RNG streams (as Megatron's tracker does): "
+        "sharded_reduction compares (e), the sharding without dropout, with (b) without dropout");
+  }
   return p;
 }
 
@@ -135,6 +144,7 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
       {"a2", "scenario as given, again (determinism)", plan.a},
   };
   if (plan.d) planned.push_back({"d", "scenario's sharding and recompute, no graphs", *plan.d});
+  if (plan.e) planned.push_back({"e", "scenario's sharding, no recompute, no graphs, no dropout", *plan.e});
   std::vector<CheckRun> runs;
   std::string alias_failure;
   for (const Planned& p : planned) {
@@ -180,11 +190,20 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     g.reason = alias_failure;
     report.properties.push_back(g);
   } else {
+    auto run_named = [&](const char* name) -> const CheckRun* {
+      for (const CheckRun& r : runs)
+        if (r.name == name) return &r;
+      return nullptr;
+    };
     const CheckRun &a = runs[0], &b = runs[1], &c = runs[2], &a2 = runs[3];
+    const CheckRun* d = run_named("d");
+    const CheckRun* e = run_named("e");
     report.properties.push_back(check_exactly_once({&a, &b, &c}));
     report.properties.push_back(check_recompute_invariance(a, c));
-    report.properties.push_back(check_sharded_reduction(b, {&a, &c}, &report.metrics));
-    report.properties.push_back(check_graph_replay(a, runs.size() > 4 ? runs[4] : c));
+    report.properties.push_back(check_sharded_reduction(
+        b, e ? std::vector<const CheckRun*>{e} : std::vector<const CheckRun*>{&a, &c},
+        &report.metrics));
+    report.properties.push_back(check_graph_replay(a, d ? *d : c));
     report.properties.push_back(check_determinism(a, a2));
     std::vector<const CheckRun*> all;
     for (const CheckRun& r : runs) all.push_back(&r);

@@ -26,6 +26,11 @@ struct CheckPlan {
   // (d): the scenario with graphs off and its recompute kept, graph_replay's
   // reference when (a) has both graphs and recompute (else (c) serves).
   std::optional<RunConfig> d;
+  // (e): the scenario's sharding like (c) but without dropout, sharded_reduction's
+  // sharded side when the scenario has dropout on more than one rank: masks come
+  // from per-rank RNG streams (Megatron's tracker), so a sharded run with dropout
+  // is a different computation from one rank's. (b) then runs without dropout too.
+  std::optional<RunConfig> e;
   std::vector<std::string> notes;  // e.g. why (a) runs without metrics
 };
 // validate_run_config as parity check applies it: under full-iteration graphs

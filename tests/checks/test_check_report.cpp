@@ -166,5 +166,37 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
   fs::remove_all(dir);
 }
 
+// Dropout masks come from per-rank RNG streams, so a sharded run with dropout is
+// not the single-rank computation: sharded_reduction compares (e), the sharding
+// without dropout, with (b) without dropout; one rank keeps the plain plan.
+TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
+  RunConfig s = checks::default_check_scenario();
+  s.dropout = 0.1;
+  checks::CheckPlan plan = checks::plan_check(s);
+  ASSERT_TRUE(plan.e.has_value());
+  EXPECT_EQ(plan.e->dropout, 0.0);
+  EXPECT_EQ(plan.b.dropout, 0.0);
+  EXPECT_EQ(plan.a.dropout, 0.1);
+  EXPECT_EQ(plan.c.dropout, 0.1);  // recompute_invariance keeps the masks
+  EXPECT_EQ(plan.e->tp, s.tp);
+  EXPECT_EQ(plan.e->recompute, "none");
+
+  s.tp = s.cp = s.dp = 1;
+  s.sp = false;
+  plan = checks::plan_check(s);
+  EXPECT_FALSE(plan.e.has_value());
+  EXPECT_EQ(plan.b.dropout, 0.1);
+
+  // End to end: tp 2 with dropout passes, sharded_reduction on (e) vs (b).
+  const std::vector<std::string> flags = {"check", "--tp", "2", "--cp", "1", "--dp", "1",
+      "--sp=false", "--hidden", "16", "--heads", "2", "--ffn-hidden", "32", "--seq", "8",
+      "--vocab", "8", "--layers", "2", "--micro-batch", "1", "--microbatches", "2", "--steps",
+      "1", "--metrics", "layer-residual-contribution-rms", "--dropout", "0.1", "--recompute",
+      "none", "--graphs", "none"};
+  std::string out, err;
+  EXPECT_EQ(run(flags, &out, &err), kExitOk) << out << err;
+  EXPECT_NE(out.find("sharded_reduction     PASS   (e) vs (b)"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace parity::cli

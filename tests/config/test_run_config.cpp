@@ -216,12 +216,14 @@ TEST(RunConfigValidation, InjectNamesKnownAndRanksInWorld) {
   c.tp = 2;
   c.dp = 2;
   c.inject = {"boom"};
-  // (Other tests may register more faults: check the built-in ones are listed.)
+  // The known list is sorted and names the rank faults and the code-path faults.
   const std::vector<std::string> lines = cli_lines(c);
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0].rfind("--inject boom: unknown fault \"boom\" (known: crash-rank=R, hang-rank=R, ", 0), 0u)
+  EXPECT_EQ(lines[0].rfind("--inject boom: unknown fault \"boom\" (known: asymmetric-collective, ", 0), 0u)
       << lines[0];
-  EXPECT_NE(lines[0].find("throw-rank=R"), std::string::npos) << lines[0];
+  for (const char* name : {"crash-rank=R", "hang-rank=R", "throw-rank=R", "sqrt-before-sum",
+                           "wrong-gather-precedence)"})
+    EXPECT_NE(lines[0].find(name), std::string::npos) << name << " in " << lines[0];
   c.inject = {"crash-rank=4"};
   expect_only(c, "--inject crash-rank=4: rank 4 is outside the world (world size 4)");
   c.inject = {"hang-rank"};
