@@ -227,6 +227,77 @@ bool inside_graphed_layer(const std::string& kind) {
   return kind == "attention_context" || kind == "mlp_output";
 }
 
+namespace {
+
+// Whether `kind` is observed in an eager/record phase at `step` of a run with
+// config `c` (per-layer graphs silence the layer's inside on replay steps;
+// full-iteration graphs observe eagerly only before the capture).
+bool observed_in_counting_phase(const RunConfig& c, const std::string& kind, std::int64_t step) {
+  switch (c.graphs) {
+    case GraphOption::none: return true;
+    case GraphOption::per_layer: return step == 0 || !inside_graphed_layer(kind);
+    case GraphOption::full_iteration: return step < c.graph_warmup;
+  }
+  return true;
+}
+
+// The run of `runs` that (run) is ordered against: same sharding and shape, no
+// recompute, no graphs (the last such: (c) rather than a single-rank (b));
+// null when (run) is such a run itself or none exists.
+const CheckRun* order_reference(const CheckRun& run, const std::vector<const CheckRun*>& runs) {
+  const RunConfig& a = run.config;
+  if (a.recompute == "none" && a.graphs == GraphOption::none) return nullptr;
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    const CheckRun* r = *it;
+    const RunConfig& c = r->config;
+    if (r == &run || c.recompute != "none" || c.graphs != GraphOption::none) continue;
+    if (c.tp == a.tp && c.cp == a.cp && c.dp == a.dp && c.sp == a.sp && c.layers == a.layers &&
+        c.steps == a.steps && c.microbatches == a.microbatches && r->ranks.size() == run.ranks.size())
+      return r;
+  }
+  return nullptr;
+}
+
+// Per rank, step and microbatch: (run)'s eager/record observations against the
+// reference's, position by position (the site order; the grad
+// mode too when (run) has no recompute). Returns the sequences compared.
+std::int64_t compare_observation_order(const CheckRun& run, const CheckRun& ref, PropertyResult& p) {
+  using Key = std::tuple<int, std::int64_t, std::int64_t>;  // rank, step, microbatch
+  const bool same_grad_mode = run.config.recompute == "none";
+  std::map<Key, std::vector<const Observation*>> got, want;
+  for (const RankRun& r : run.ranks)
+    for (const Observation& o : r.trace)
+      if (counting_phase(o.phase) && o.step >= 0) got[{o.rank, o.step, o.microbatch}].push_back(&o);
+  for (const RankRun& r : ref.ranks)
+    for (const Observation& o : r.trace)
+      if (counting_phase(o.phase) && o.step >= 0 && observed_in_counting_phase(run.config, o.kind, o.step))
+        want[{o.rank, o.step, o.microbatch}].push_back(&o);
+  auto text = [](const Observation* o) {
+    return o == nullptr ? std::string("nothing")
+                        : o->site + " (" + o->phase + ", grad " + (o->grad_mode ? "on" : "off") + ")";
+  };
+  std::int64_t compared = 0;
+  for (const auto& [key, expected] : want) {
+    const std::vector<const Observation*>& seen = got[key];
+    ++compared;
+    for (std::size_t i = 0; i < std::max(seen.size(), expected.size()); ++i) {
+      const Observation* x = i < seen.size() ? seen[i] : nullptr;
+      const Observation* y = i < expected.size() ? expected[i] : nullptr;
+      if (x && y && x->site == y->site && (!same_grad_mode || x->grad_mode == y->grad_mode)) continue;
+      const auto& [rank, step, mb] = key;
+      fail(p, "(" + run.name + ") rank " + std::to_string(rank) + " step " + std::to_string(step) +
+                  " microbatch " + std::to_string(mb) + ": observation #" + std::to_string(i) +
+                  " is " + text(x) + ", the reference (" + ref.name + ") observes " + text(y) +
+                  " there (forward order" + (same_grad_mode ? " and grad mode" : "") + ")",
+           x ? x->site : y->site);
+      break;
+    }
+  }
+  return compared;
+}
+
+}  // namespace
+
 PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
   std::string compared;
   for (const CheckRun* r : runs) compared += (compared.empty() ? "" : ", ") + ("(" + r->name + ")");
@@ -288,8 +359,19 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
       }
     }
   }
-  if (p.status == Status::pass)
+  std::int64_t ordered = 0;
+  std::string ordered_runs;
+  for (const CheckRun* run : runs)
+    if (const CheckRun* ref = order_reference(*run, runs)) {
+      ordered += compare_observation_order(*run, *ref, p);
+      ordered_runs += (ordered_runs.empty() ? "" : ", ") + ("(" + run->name + ") vs (" + ref->name + ")");
+    }
+  if (p.status == Status::pass) {
     p.reason = std::to_string(checked) + " (rank, step, microbatch, site, phase) expectations met";
+    if (!ordered_runs.empty())
+      p.reason += "; " + std::to_string(ordered) + " (rank, step, microbatch) sequences in forward order, " +
+                  ordered_runs;
+  }
   return p;
 }
 

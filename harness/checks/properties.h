@@ -47,6 +47,13 @@ std::int64_t steps_with_identical_weights(const CheckRun& a, const CheckRun& c);
 // Sites inside a per-layer graphed region (absent on replay steps).
 bool inside_graphed_layer(const std::string& kind);
 
+// Counts: every (rank, step, microbatch, site, phase) observed as often as the
+// scenario's graph phases say. Order: a run with recompute or graphs is compared
+// with a run of `runs` with its sharding and neither (the reference, (c)): per
+// rank, step and microbatch, the sites observed in eager/record phase come in the
+// reference's order (restricted to the sites the graphs leave observable), and
+// without recompute with the reference's grad mode (a checkpointed forward is
+// observed under no-grad, so grad modes differ by design with recompute).
 PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs);
 PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c);
 // Every metric of each run in `sharded` against `single` (b); rows receives every comparison.

@@ -26,6 +26,7 @@ struct Observation {
   std::string site;
   std::string kind;
   std::string digest;
+  bool grad_mode = false;  // at::GradMode at the notification
 };
 
 using MetricKey = std::pair<std::string, std::string>;  // (metric, label)

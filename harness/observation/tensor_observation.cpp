@@ -3,6 +3,8 @@
 // this file holds the per-thread state, the RAII scopes and the single gate.
 #include "harness/observation/tensor_observation.h"
 
+#include "harness/parallel/code_path_faults.h"
+
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>  // at::NoGradGuard (not pulled in by ATen.h in 2.x)
 
@@ -35,6 +37,8 @@ void notify_observer_slow(const ObservationOwner& owner, std::string_view name, 
                           OptionalDim sequence_dim, OptionalDim batch_dim) {
   const ObservationState& state = observation_state;
   if (state.suspended) return;
+  // Fault grad-mode-gating: the first Megatron revision's rule, observe only while grad mode is on.
+  if (fault_active(CodePathFault::grad_mode_gating) && !at::GradMode::is_enabled()) return;
   const ActiveObserver* active = state.active;
   if (active == nullptr || !active->kinds.contains(kind)) return;
   (*active->callback)(owner, name, kind, tensor, tp_shard_dim, sequence_dim, batch_dim);

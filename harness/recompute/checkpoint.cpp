@@ -9,7 +9,7 @@
 
 #include "harness/model/execution_point.h"
 #include "harness/observation/tensor_observation.h"
-#include "harness/parallel/runtime_faults.h"
+#include "harness/parallel/code_path_faults.h"
 
 namespace parity {
 namespace {
@@ -17,18 +17,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// ---------------------------------------------------------------- fault, log
-std::atomic<bool> g_missing_suspension{false};
-
-// Registered at start-up: the CLI's --inject list and validation know the name.
-const bool g_fault_registered = [] {
-  register_fault(FaultInfo{std::string(kMissingRecomputeSuspensionFault),
-                           "negative control: checkpoint recomputation runs without "
-                           "suspend_tensor_observations (sites inside checkpoints are observed twice)",
-                           FaultArgument::none});
-  return true;
-}();
-
+// ---------------------------------------------------------------- log
 thread_local std::vector<RecomputeEvent>* t_log = nullptr;
 
 bool any_kind_live() {
@@ -64,12 +53,28 @@ class RngRestoreScope {
   RngSnapshot backward_state_;
 };
 
-// The recomputation's observation rule: suspended, unless the negative-control
-// fault removes the suspension.
+// The recomputation's observation rule: suspended (the forward was the
+// observed execution), unless a code-path fault removes the suspension.
 struct RecomputeObservationScope {
   std::optional<TensorObservationSuspension> quiet;
   RecomputeObservationScope() {
-    if (!missing_recompute_suspension()) quiet.emplace();
+    // Fault missing-recompute-suspension: no suspension, sites observed twice.
+    if (fault_active(CodePathFault::missing_recompute_suspension)) return;
+    // Fault observe-recompute-not-forward: the recomputation is the observed execution.
+    if (fault_active(CodePathFault::observe_recompute_not_forward)) return;
+    // Fault grad-mode-gating: no suspension; only the observer's grad-mode gate remains.
+    if (fault_active(CodePathFault::grad_mode_gating)) return;
+    quiet.emplace();
+  }
+};
+
+// The checkpointed forward's observation rule: observed (the one execution
+// that counts), unless a code-path fault moves the observation to the recompute.
+struct ForwardObservationScope {
+  std::optional<TensorObservationSuspension> quiet;
+  ForwardObservationScope() {
+    // Fault observe-recompute-not-forward: the forward is suspended instead of the recompute.
+    if (fault_active(CodePathFault::observe_recompute_not_forward)) quiet.emplace();
   }
 };
 
@@ -94,8 +99,12 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     at::NoGradGuard no_grad;
     if (state->rng != nullptr) state->snapshot = state->rng->snapshot();
     std::vector<at::Tensor> in(inputs.begin(), inputs.end());
-    log_execution(state->name, RecomputeExecution::forward);
-    std::vector<at::Tensor> outs = state->fn(in);
+    std::vector<at::Tensor> outs;
+    {
+      ForwardObservationScope observed;
+      log_execution(state->name, RecomputeExecution::forward);
+      outs = state->fn(in);
+    }
     // An output that aliases an input would make the node's outputs views of its
     // inputs; checkpointed functions return fresh tensors, keep it that way.
     for (at::Tensor& o : outs) {
@@ -162,12 +171,6 @@ RecomputeLogScope::RecomputeLogScope(std::vector<RecomputeEvent>* log) : previou
   t_log = log;
 }
 RecomputeLogScope::~RecomputeLogScope() { t_log = previous_; }
-
-void set_missing_recompute_suspension(bool on) {
-  (void)g_fault_registered;
-  g_missing_suspension.store(on, std::memory_order_relaxed);
-}
-bool missing_recompute_suspension() { return g_missing_suspension.load(std::memory_order_relaxed); }
 
 std::vector<at::Tensor> checkpoint(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs,
                                    RngTracker* rng, std::string_view name) {
@@ -238,8 +241,12 @@ struct CheckpointWithoutOutputFunction
                             c10::intrusive_ptr<WithoutOutputState> state) {
     at::NoGradGuard no_grad;
     if (state->rng != nullptr) state->snapshot = state->rng->snapshot();
-    log_execution(state->name, RecomputeExecution::forward);
-    at::Tensor out = state->fn(input);
+    at::Tensor out;
+    {
+      ForwardObservationScope observed;
+      log_execution(state->name, RecomputeExecution::forward);
+      out = state->fn(input);
+    }
     if (out.is_alias_of(input)) out = out.clone();
     state->input = input;
     ctx->saved_data["state"] = at::IValue::make_capsule(state);

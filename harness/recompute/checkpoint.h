@@ -17,7 +17,6 @@
 //
 // At least one input must require grad for a backward to reach the checkpoint
 // (Megatron has the same rule); parameters used by `fn` are not inputs.
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -115,27 +114,11 @@ class [[nodiscard]] RecomputeLogScope {
   std::vector<RecomputeEvent>* previous_;
 };
 
-// ---- negative control ----
-// The code-path fault `missing-recompute-suspension` (registered with the fault
-// registry at start-up): the recomputation runs WITHOUT
-// suspend_tensor_observations(), so every site inside a checkpoint is observed
-// twice (forward and recompute). Process-wide; a run sets it from its FaultPlan
-// (`plan.enabled(kMissingRecomputeSuspensionFault)`), tests with the scope below.
-inline constexpr std::string_view kMissingRecomputeSuspensionFault = "missing-recompute-suspension";
-void set_missing_recompute_suspension(bool on);
-bool missing_recompute_suspension();
-
-class [[nodiscard]] MissingRecomputeSuspensionScope {
- public:
-  MissingRecomputeSuspensionScope() : previous_(missing_recompute_suspension()) {
-    set_missing_recompute_suspension(true);
-  }
-  ~MissingRecomputeSuspensionScope() { set_missing_recompute_suspension(previous_); }
-  MissingRecomputeSuspensionScope(const MissingRecomputeSuspensionScope&) = delete;
-  MissingRecomputeSuspensionScope& operator=(const MissingRecomputeSuspensionScope&) = delete;
-
- private:
-  bool previous_;
-};
+// ---- code-path faults (harness/parallel/code_path_faults.h) ----
+// missing-recompute-suspension: the recomputation runs without
+// suspend_tensor_observations() (sites inside a checkpoint observed twice).
+// observe-recompute-not-forward: the forward is suspended and the
+// recomputation observed instead. grad-mode-gating: the recomputation is not
+// suspended (the observer's grad-mode gate hides the no-grad forward instead).
 
 }  // namespace parity

@@ -1,6 +1,8 @@
 // The property evaluators of parity check on hand-built runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "harness/checks/properties.h"
 
 namespace parity::checks {
@@ -176,6 +178,54 @@ TEST(Properties, DeterminismAndCollectiveSymmetry) {
   const PropertyResult p = check_collective_symmetry({&two});
   EXPECT_EQ(p.status, Status::fail);
   EXPECT_NE(p.reason.find("tp group"), std::string::npos) << p.reason;
+}
+
+// exactly_once's order: a run with recompute observes, per (rank, step,
+// microbatch), the sites of its no-recompute reference in the same order; one
+// observation per site moved to the backward (after the logits) fails.
+TEST(Properties, ExactlyOnceComparesTheForwardOrderWithTheReference) {
+  CheckRun a = eager_run("a"), c = eager_run("c");
+  a.config.recompute = "full-uniform";
+  for (Observation& o : a.ranks[0].trace) o.grad_mode = o.kind == "output_logits";  // no-grad forward
+  for (Observation& o : c.ranks[0].trace) o.grad_mode = true;
+  PropertyResult p = check_exactly_once({&a, &c});
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  EXPECT_NE(p.reason.find("2 (rank, step, microbatch) sequences in forward order, (a) vs (c)"),
+            std::string::npos) << p.reason;
+  // observe-recompute-not-forward: the layer's sites come after the logits.
+  std::vector<Observation>& t = a.ranks[0].trace;
+  std::rotate(t.begin(), t.begin() + 4, t.begin() + 5);
+  p = check_exactly_once({&a, &c});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("step 0 microbatch 0: observation #0 is output_layer.output_logits"), std::string::npos)
+      << p.reason;
+  // A different sharding is no reference; without recompute or graphs nothing is ordered.
+  CheckRun other = eager_run("c");
+  other.config.tp = 2;
+  EXPECT_EQ(check_exactly_once({&a, &other}).status, Status::pass);
+}
+
+// Without recompute (graphs only) the grad mode must match the reference too;
+// per-layer replay steps compare only the sites outside the layer.
+TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
+  CheckRun a = eager_run("a"), c = eager_run("c");
+  a.config.graphs = GraphOption::per_layer;
+  a.config.graph_warmup = 0;
+  std::vector<Observation> trace;
+  for (Observation o : a.ranks[0].trace) {
+    const bool inside = inside_graphed_layer(o.kind);
+    if (inside && o.step >= 1) continue;
+    if (inside) o.phase = "record";
+    trace.push_back(o);
+  }
+  trace.push_back({0, -1, -1, "capture", "decoder.layers.0.self_attention.attention_context", "attention_context", "0x0"});
+  trace.push_back({0, -1, -1, "capture", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  a.ranks[0].trace = trace;
+  EXPECT_EQ(check_exactly_once({&a, &c}).status, Status::pass) << check_exactly_once({&a, &c}).reason;
+  a.ranks[0].trace[0].grad_mode = true;
+  const PropertyResult p = check_exactly_once({&a, &c});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("(forward order and grad mode)"), std::string::npos) << p.reason;
 }
 
 }  // namespace

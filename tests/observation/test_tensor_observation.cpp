@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/observation/tensor_observation.h"
+#include "harness/parallel/code_path_faults.h"
 
 namespace parity {
 namespace {
@@ -467,6 +468,32 @@ TEST(ObservationCallback, GradModeIsNotConsulted) {
   ASSERT_EQ(rec.records.size(), 2u);
   EXPECT_EQ(rec.records[0].name, "a");
   EXPECT_EQ(rec.records[1].name, "b");
+}
+
+// The code-path fault grad-mode-gating brings back the first Megatron
+// revision's rule: notifications under no-grad are dropped (residuals too).
+TEST(ObservationCallback, GradModeGatingFaultDropsNoGradNotifications) {
+  Recorder rec;
+  TestOwner owner("decoder.layers.0");
+  const at::Tensor t = at::ones({2, 1, 2});
+  auto c = capture_tensor_observations(rec.callback(), KindSet::all());
+  {
+    CodePathFaultScope fault(CodePathFault::grad_mode_gating);
+    {
+      at::NoGradGuard no_grad;
+      observe_tensor(owner, "dropped", SourceKind::output_logits, t);
+      observe_layer_residuals(owner, t, t + 1);
+    }
+    at::AutoGradMode grad_on(true);
+    observe_tensor(owner, "kept", SourceKind::output_logits, t);
+  }
+  {
+    at::NoGradGuard no_grad;  // fault off again: observed whatever the grad mode
+    observe_tensor(owner, "after", SourceKind::output_logits, t);
+  }
+  ASSERT_EQ(rec.records.size(), 2u);
+  EXPECT_EQ(rec.records[0].name, "kept");
+  EXPECT_EQ(rec.records[1].name, "after");
 }
 
 TEST(ObservationCallback, ExceptionsPropagateAndScopesStillRestore) {

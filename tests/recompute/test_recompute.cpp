@@ -2,18 +2,21 @@
 // exactly_once of section 5): every variant gives the same outputs, observations
 // and gradients as no recompute on CPU; each site is observed once per
 // microbatch; the checkpointed function runs twice with grad modes [false, true]
-// and the recomputation is not observed; the negative control (the
-// `missing-recompute-suspension` fault) is caught.
+// and the recomputation is not observed; the code-path faults of the recompute
+// path (missing-recompute-suspension, observe-recompute-not-forward,
+// grad-mode-gating) change what is observed.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "harness/backend/registry.h"
 #include "harness/model/execution_point.h"
 #include "harness/model/gpt_model.h"
+#include "harness/parallel/code_path_faults.h"
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rank_status.h"
 #include "harness/parallel/rendezvous.h"
@@ -28,6 +31,7 @@ struct Seen {
   std::string owner, name;
   SourceKind kind;
   at::Tensor tensor;
+  bool grad_mode = false;  // at::GradMode at the notification
 };
 
 struct RunResult {
@@ -66,7 +70,8 @@ RunResult run(const ModelConfig& c, ParallelContext par = ParallelContext::singl
   auto scope = capture_tensor_observations(
       [&](const ObservationOwner& o, std::string_view n, SourceKind k, const at::Tensor& t,
           OptionalDim, OptionalDim, OptionalDim) {
-        r.seen.push_back(Seen{mb, o.canonical_name(), std::string(n), k, t.detach().clone()});
+        r.seen.push_back(Seen{mb, o.canonical_name(), std::string(n), k, t.detach().clone(),
+                              at::GradMode::is_enabled()});
       },
       KindSet::all());
   RecomputeLogScope log(&r.log);
@@ -227,24 +232,37 @@ INSTANTIATE_TEST_SUITE_P(Variants, RecomputeInvariance, ::testing::ValuesIn(all_
                          case_name);
 
 // ------------------------------------------------------------------ negative control
+// The sites observed, in notification order, as "mb:owner.name".
+std::vector<std::string> sequence_of(const RunResult& r) {
+  std::vector<std::string> out;
+  for (const Seen& s : r.seen) out.push_back(std::to_string(s.microbatch) + ":" + s.owner + "." + s.name);
+  return out;
+}
+
+int duplicated_sites(const RunResult& r) {
+  std::map<std::tuple<std::int64_t, std::string, std::string>, int> count;
+  for (const Seen& s : r.seen) ++count[{s.microbatch, s.owner, s.name}];
+  int duplicated = 0;
+  for (const auto& [key, n] : count) duplicated += n > 1;
+  return duplicated;
+}
+
 TEST(RecomputeNegativeControl, MissingSuspensionObservesTheRecomputation) {
   bool registered = false;
   for (const FaultInfo& f : fault_registry()) {
-    registered |= f.name == kMissingRecomputeSuspensionFault;
+    registered |= f.name == info(CodePathFault::missing_recompute_suspension).name;
   }
   EXPECT_TRUE(registered);
   for (const Variant& v : {variants()[1], variants()[5], variants()[6]}) {
     SCOPED_TRACE(v.name);
     const ModelConfig cfg = with_variant(base_config(ModelDType::fp64, 0.1), v);
+    EXPECT_EQ(duplicated_sites(run(cfg)), 0) << "fault off: every site once";
     RunResult bad;
     {
-      MissingRecomputeSuspensionScope fault;
+      CodePathFaultScope fault(CodePathFault::missing_recompute_suspension);
       bad = run(cfg);
     }
-    std::map<std::tuple<std::int64_t, std::string, std::string>, int> count;
-    for (const Seen& s : bad.seen) ++count[{s.microbatch, s.owner, s.name}];
-    int duplicated = 0;
-    for (const auto& [key, n] : count) duplicated += n > 1;
+    const int duplicated = duplicated_sites(bad);
     // Full recompute duplicates every site inside its chunks; core_attn its probe;
     // layernorm has no site inside, so the fault is invisible there (as in Megatron).
     if (v.kind == RecomputeKind::full_uniform) {
@@ -265,7 +283,41 @@ TEST(RecomputeNegativeControl, MissingSuspensionObservesTheRecomputation) {
     const RunResult plain = run(base_config(ModelDType::fp64, 0.1));
     expect_grads_match(bad.grads, plain.grads, cfg);
   }
-  EXPECT_FALSE(missing_recompute_suspension());
+  EXPECT_FALSE(fault_active(CodePathFault::missing_recompute_suspension));
+}
+
+// observe-recompute-not-forward and grad-mode-gating keep one observation per
+// site but move the checkpointed sites to the backward (after the logits) and
+// observe them with grad mode on; without the fault the sequence is the one of
+// no recompute, and the checkpointed sites are seen with grad mode off.
+TEST(RecomputeNegativeControl, RecomputeObservedInsteadOfForwardMovesSitesToBackward) {
+  const RunResult plain = run(base_config(ModelDType::fp64, 0.1));
+  for (CodePathFault f : {CodePathFault::observe_recompute_not_forward, CodePathFault::grad_mode_gating}) {
+    for (const Variant& v : {variants()[0], variants()[5], variants()[7]}) {
+      SCOPED_TRACE(std::string(info(f).name) + " " + v.name);
+      const ModelConfig cfg = with_variant(base_config(ModelDType::fp64, 0.1), v);
+      const RunResult good = run(cfg);
+      EXPECT_EQ(sequence_of(good), sequence_of(plain));
+      int no_grad = 0;
+      for (const Seen& s : good.seen) no_grad += !s.grad_mode;
+      EXPECT_GT(no_grad, 0) << "the checkpointed forward is observed (under no-grad)";
+      RunResult bad;
+      {
+        CodePathFaultScope fault(f);
+        bad = run(cfg);
+      }
+      EXPECT_EQ(duplicated_sites(bad), 0);
+      EXPECT_EQ(bad.seen.size(), plain.seen.size());
+      EXPECT_NE(sequence_of(bad), sequence_of(plain));
+      for (const Seen& s : bad.seen) EXPECT_TRUE(s.grad_mode) << s.owner << "." << s.name;
+      for (const RecomputeEvent& e : bad.log) {
+        if (e.execution == RecomputeExecution::recompute) {
+          EXPECT_TRUE(e.observations_live);
+        }
+      }
+      expect_grads_match(bad.grads, plain.grads, cfg);
+    }
+  }
 }
 
 // ------------------------------------------------------------------ the functions alone
