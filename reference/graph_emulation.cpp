@@ -5,9 +5,11 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <limits>
+#include <optional>
 
 #include "harness/model/execution_point.h"
 #include "harness/observation/tensor_observation.h"
+#include "harness/parallel/code_path_faults.h"
 
 namespace parity::reference {
 namespace {
@@ -45,7 +47,10 @@ struct ReplayFunction : torch::autograd::Function<ReplayFunction> {
     if (call->rng != nullptr) call->snapshot = call->rng->snapshot();
     std::vector<at::Tensor> outs;
     {
-      auto frozen = capture_tensor_observations(dropping_callback(), r.frozen_kinds);
+      std::optional<TensorObservationCapture> frozen;
+      // Fault notify-on-replay: the replay's notifications reach the caller's observer.
+      if (!fault_active(CodePathFault::notify_on_replay))
+        frozen.emplace(dropping_callback(), r.frozen_kinds);
       std::vector<at::Tensor> in;
       for (const at::Tensor& s : r.static_inputs) in.push_back(s.variable_data());
       outs = r.fn(in);
@@ -146,6 +151,8 @@ std::vector<at::Tensor> EmulatedGraphRunner::replay_region(GraphRegion& r,
 }
 
 void EmulatedGraphRunner::replay_iteration(const std::function<void()>& body, KindSet frozen_kinds) {
+  // Fault notify-on-replay: the replayed iteration's notifications reach the caller's observer.
+  if (fault_active(CodePathFault::notify_on_replay)) return body();
   auto frozen = capture_tensor_observations(dropping_callback(), frozen_kinds);
   body();
 }

@@ -534,6 +534,15 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c,
   }
   const std::int64_t K = a.config.graph_warmup;
   std::int64_t compared = 0, silent = 0;
+  // Per-layer warmup and capture run between steps: a training step never counts them.
+  for (const RankRun& r : a.ranks)
+    for (const Observation& o : r.trace)
+      if (o.step >= 0 && (o.phase == "warmup" ||
+                          (o.phase == "capture" && a.config.graphs == GraphOption::per_layer)))
+        fail(p, "(" + a.name + ") rank " + std::to_string(r.rank) + " " + o.site + ": a " + o.phase +
+                    " observation labelled step " + std::to_string(o.step) +
+                    " (graph warmup and capture are not training steps)",
+             o.site);
   if (a.config.graphs == GraphOption::per_layer) {
     std::map<std::string, std::string> kinds;
     for (const RankRun& r : a.ranks)

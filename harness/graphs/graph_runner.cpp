@@ -3,10 +3,12 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "harness/model/execution_point.h"
 #include "harness/observation/tensor_observation.h"
+#include "harness/parallel/code_path_faults.h"
 
 namespace parity {
 
@@ -91,11 +93,15 @@ std::vector<at::Tensor> PhasedGraphRunner::run_region(const std::string& name, c
 void PhasedGraphRunner::create_graphs() {
   if (options_.mode != GraphMode::per_layer || created_ || regions_.empty()) return;
   RngPutBack rng(options_.rng);
-  ExecutionPointScope between_steps(ExecutionPoint{-1, -1, current_execution_point().phase});
+  const ExecutionPoint caller = current_execution_point();
+  ExecutionPointScope between_steps(ExecutionPoint{-1, -1, caller.phase});
   for (GraphRegion& region : regions_) {
     // Warmup: eager runs on cloned inputs, grad on, checkpoints bypassed, and a
     // backward with zero output gradients that does not touch .grad.
     for (std::int64_t k = 0; k < options_.warmup; ++k) {
+      std::optional<ExecutionPointScope> counted;
+      // Fault warmup-counted-as-step: the warmup run is labelled with the caller's training step.
+      if (fault_active(CodePathFault::warmup_counted_as_step)) counted.emplace(caller);
       GraphPhaseScope warmup(GraphPhase::warmup);
       at::AutoGradMode grad_on(true);
       std::vector<at::Tensor> in;

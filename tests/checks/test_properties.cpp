@@ -228,5 +228,21 @@ TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
   EXPECT_NE(p.reason.find("(forward order and grad mode)"), std::string::npos) << p.reason;
 }
 
+// warmup-counted-as-step: a warmup observation labelled with a training step.
+TEST(Properties, GraphReplayFailsOnAWarmupObservationWithAStep) {
+  CheckRun a = eager_run("a"), c = eager_run("c");
+  a.config.graphs = GraphOption::per_layer;
+  std::vector<Observation> trace;
+  for (Observation o : a.ranks[0].trace)
+    if (!(inside_graphed_layer(o.kind) && o.step >= 1)) trace.push_back(o);
+  trace.push_back({0, -1, -1, "warmup", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  a.ranks[0].trace = trace;
+  EXPECT_EQ(check_graph_replay(a, c).status, Status::pass) << check_graph_replay(a, c).reason;
+  a.ranks[0].trace.back().step = 0;
+  const PropertyResult p = check_graph_replay(a, c);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("a warmup observation labelled step 0"), std::string::npos) << p.reason;
+}
+
 }  // namespace
 }  // namespace parity::checks

@@ -12,6 +12,7 @@
 #include "harness/backend/registry.h"
 #include "harness/model/execution_point.h"
 #include "harness/model/gpt_model.h"
+#include "harness/parallel/code_path_faults.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -112,7 +113,10 @@ GraphRun drive(const ModelConfig& c, int steps, int microbatches, bool interleav
       for (Parameter& p : model.parameters()) p.value.sub_(p.value.grad() * 0.5);
     }
     run.steps.push_back(std::move(result));
-    model.end_step();  // per-layer: warmup + capture after step 0
+    // Per-layer: warmup + capture after step 0, called between the step's
+    // microbatches as the training step does.
+    ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
+    model.end_step();
   }
   if (model.phased_graph_runner() != nullptr) run.regions = model.phased_graph_runner()->regions();
   return run;
@@ -408,6 +412,43 @@ INSTANTIATE_TEST_SUITE_P(Recompute, GraphPhasesFullIteration,
                            for (char& ch : s) ch = ch == '-' ? '_' : ch;
                            return s;
                          });
+
+// ------------------------------------------------------------------ code-path faults
+int count_notes(const GraphRun& r, GraphPhase phase, bool only_inside, bool with_step) {
+  int n = 0;
+  for (const Note& note : r.notes)
+    n += note.phase == phase && (!only_inside || inside_site(note.kind)) && (!with_step || note.step >= 0);
+  return n;
+}
+
+// notify-on-replay: a replay's notifications reach the caller's observer (a
+// real graph replay runs no host code), per-layer and full-iteration alike.
+TEST(GraphPhasesFaults, NotifyOnReplayDeliversReplayNotifications) {
+  for (GraphMode mode : {GraphMode::per_layer, GraphMode::full_iteration}) {
+    SCOPED_TRACE(std::string(to_string(mode)));
+    ModelConfig c = graph_config();
+    c.graphs = mode;
+    EXPECT_EQ(count_notes(drive(c, 4, 1), GraphPhase::replay, false, false), 0);
+    CodePathFaultScope fault(CodePathFault::notify_on_replay);
+    const GraphRun bad = drive(c, 4, 1);
+    EXPECT_GT(count_notes(bad, GraphPhase::replay, true, true), 0);
+  }
+}
+
+// warmup-counted-as-step: per-layer warmup runs carry the step that recorded
+// the graphs instead of step -1 (between steps).
+TEST(GraphPhasesFaults, WarmupCountedAsStepLabelsWarmupWithTheStep) {
+  ModelConfig c = graph_config();
+  c.graphs = GraphMode::per_layer;
+  const GraphRun good = drive(c, 2, 1);
+  EXPECT_GT(count_notes(good, GraphPhase::warmup, true, false), 0);
+  EXPECT_EQ(count_notes(good, GraphPhase::warmup, false, true), 0);
+  CodePathFaultScope fault(CodePathFault::warmup_counted_as_step);
+  const GraphRun bad = drive(c, 2, 1);
+  EXPECT_EQ(count_notes(bad, GraphPhase::warmup, false, true),
+            count_notes(good, GraphPhase::warmup, false, false));
+  EXPECT_EQ(count_notes(bad, GraphPhase::capture, false, true), 0) << "only the warmup moves";
+}
 
 }  // namespace
 }  // namespace parity
