@@ -6,6 +6,7 @@
 #include <array>
 #include <sstream>
 
+#include "harness/parallel/code_path_faults.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rank_status.h"
 
@@ -160,13 +161,24 @@ void Communicator::leave() {
   if (status_) status_->leave_collective();
 }
 
-template <typename Transfer, typename Local>
-at::Tensor Communicator::run(CollectiveCall call, Transfer&& transfer, Local&& local) {
+void Communicator::record(CollectiveCall& call) {
   call.sequence = sequence_++;
   for (std::int64_t v : fingerprint(call))
     for (int b = 0; b < 8; ++b)
       call_hash_ = (call_hash_ ^ ((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xffu)) *
                    1099511628211ull;
+}
+
+template <typename Transfer, typename Local>
+at::Tensor Communicator::run(CollectiveCall call, Transfer&& transfer, Local&& local) {
+  // Fault asymmetric-collective: the group's last rank issues a barrier its peers do not
+  // (recorded only, no data moves: the request sequences differ without a hang).
+  if (fault_active(CodePathFault::asymmetric_collective) && size() > 1 && rank_ == size() - 1 &&
+      sequence_ == 0) {
+    CollectiveCall extra = make_call(CollectiveOp::barrier, axis_, at::Tensor(), ReduceOp::sum, 0);
+    record(extra);
+  }
+  record(call);
   auto context = [&] {
     return " (in " + call.describe() + ", " + group_label() + ", global rank " +
            std::to_string(global_ranks_[rank_]) + ")";

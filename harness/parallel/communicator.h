@@ -79,6 +79,8 @@ class Communicator {
   // broadcast root outside the group). Nothing is sent.
   void check_input(const at::Tensor& input, CollectiveOp op, std::int64_t dim,
                    ReduceOp reduce) const;
+  // Numbers `call` (sets its sequence) and chains it into call_hash().
+  void record(CollectiveCall& call);
   // Numbers the call, enters it, moves the data (transfer on the transport, or
   // local() for a group of one), leaves it; rethrows failures with the call.
   template <typename Transfer, typename Local>

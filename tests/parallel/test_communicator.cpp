@@ -5,9 +5,11 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "harness/parallel/collective.h"
+#include "harness/parallel/code_path_faults.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/process_groups.h"
@@ -208,6 +210,31 @@ TEST(Communicator, TransportFailuresAreRethrownWithTheCall) {
   fake->fail = 2;
   EXPECT_THROW(c.all_gather(at::ones({4}), 0), CollectiveTimeout);
   EXPECT_EQ(c.calls_issued(), 3);
+}
+
+// asymmetric-collective: the last rank of a group of more than one records a
+// barrier its peers do not issue (no data moves); other ranks and groups of one
+// are unchanged.
+TEST(Communicator, AsymmetricCollectiveFaultChangesOnlyTheLastRanksSequence) {
+  auto issue = [](int rank, int size, bool fault) {
+    std::optional<CodePathFaultScope> on;
+    if (fault) on.emplace(CodePathFault::asymmetric_collective);
+    std::unique_ptr<CollectiveTransport> t;
+    if (size > 1) t = std::make_unique<FakeTransport>(rank, size);
+    std::vector<int> ranks;
+    for (int r = 0; r < size; ++r) ranks.push_back(r);
+    Communicator c(Axis::dp, ranks, rank, std::move(t), nullptr, {});
+    c.all_reduce(at::ones({2}), ReduceOp::sum);
+    c.all_gather(at::ones({2}), 0);
+    return std::make_pair(c.calls_issued(), c.call_hash());
+  };
+  const auto peer = issue(0, 2, false);
+  EXPECT_EQ(issue(1, 2, false), peer);
+  EXPECT_EQ(issue(0, 2, true), peer);
+  const auto last = issue(1, 2, true);
+  EXPECT_EQ(last.first, peer.first + 1);
+  EXPECT_NE(last.second, peer.second);
+  EXPECT_EQ(issue(0, 1, true), issue(0, 1, false));
 }
 
 TEST(Communicator, ConstructionChecksTheGroup) {
