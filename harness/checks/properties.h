@@ -55,6 +55,8 @@ bool inside_graphed_layer(const std::string& kind);
 // without recompute with the reference's grad mode (a checkpointed forward is
 // observed under no-grad, so grad modes differ by design with recompute).
 PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs);
+// SKIPs without recompute, and under full-iteration graphs with graph warmup 0
+// (every step is captured or replayed, both bypass checkpoints: nothing recomputes).
 PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c);
 // Every metric of each run in `sharded` against `single` (b); rows receives every comparison.
 PropertyResult check_sharded_reduction(const CheckRun& single,

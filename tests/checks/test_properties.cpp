@@ -228,6 +228,17 @@ TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
   EXPECT_NE(p.reason.find("(forward order and grad mode)"), std::string::npos) << p.reason;
 }
 
+TEST(Properties, RecomputeInvarianceSkipsFullIterationGraphsWithoutWarmup) {
+  CheckRun a = eager_run("a", 2), c = eager_run("c", 2);
+  a.config.recompute = "full-uniform";
+  a.config.graphs = GraphOption::full_iteration;
+  a.config.graph_warmup = 0;
+  for (Observation& o : a.ranks[0].trace) o.phase = o.step == 0 ? "capture" : "replay";
+  const PropertyResult p = check_recompute_invariance(a, c);
+  EXPECT_EQ(p.status, Status::skip);
+  EXPECT_NE(p.reason.find("graph warmup 0"), std::string::npos) << p.reason;
+}
+
 // warmup-counted-as-step: a warmup observation labelled with a training step.
 TEST(Properties, GraphReplayFailsOnAWarmupObservationWithAStep) {
   CheckRun a = eager_run("a"), c = eager_run("c");
