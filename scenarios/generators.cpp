@@ -18,8 +18,6 @@ namespace parity::scenarios {
 namespace gen = rc::gen;
 
 namespace {
-// Switched off until the bug the suite found is fixed (see its use).
-constexpr bool kGenerateFullIterationWarmup0 = false;
 
 // A uniform index in [0, n) that shrinks toward 0 (rapidcheck's
 // element/weightedElement do not shrink at all; inRange does, but scales with
@@ -98,10 +96,6 @@ void pick_graphs(RunConfig& c) {
       c.steps = one_of<int>({2, 3});
       break;
     case GraphOption::full_iteration:  // warmup steps, the capture step, a replay
-      // Warmup 0 is off until the bug the suite found is fixed: with recompute,
-      // (a) has no eager step and recompute_invariance FAILs ("no step
-      // observation to compare") instead of SKIPping. docs/property-suite.md.
-      if (!kGenerateFullIterationWarmup0 && c.graph_warmup == 0) c.graph_warmup = 1;
       c.steps = c.graph_warmup + 2;
       break;
   }

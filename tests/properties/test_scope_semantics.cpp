@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -635,6 +636,34 @@ void scope_semantics_case(bool inject_grad_mode_gating) {
 RC_GTEST_PROP(ScopeSemantics, scope_semantics_random_programs_on_threads_follow_the_model, ()) {
   scope_semantics_case(/*inject_grad_mode_gating=*/false);
 }
+
+// Keeps an expected failure out of rapidcheck's "Some of your RapidCheck
+// properties had failures" report at exit.
+struct SilentListener : rc::detail::TestListener {
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+// The property must have teeth: with the first Megatron revision's rule
+// (observation skipped while grad mode is off, the code-path fault
+// grad-mode-gating) the same search finds a counterexample, a no_grad step.
+TEST(ScopeSemantics, scope_semantics_catches_grad_mode_gating) {
+  rc::detail::TestMetadata metadata;
+  metadata.id = "ScopeSemantics/scope_semantics_catches_grad_mode_gating";
+  metadata.description = "scope_semantics with grad-mode-gating injected";
+  SilentListener listener;
+  const rc::detail::TestResult result = rc::detail::checkProperty(
+      rc::detail::toProperty([] { scope_semantics_case(/*inject_grad_mode_gating=*/true); }),
+      metadata, rc::detail::configuration().testParams, listener);
+  std::ostringstream message;
+  rc::detail::printResultMessage(result, message);
+  ASSERT_TRUE(result.template is<rc::detail::FailureResult>())
+      << "grad-mode-gating was not caught:\n" << message.str();
+  std::cout << "caught, as expected:\n" << message.str() << std::endl;
+  EXPECT_NE(message.str().find("no_grad"), std::string::npos) << "the counterexample has no no_grad step";
+}
+
 
 }  // namespace
 }  // namespace parity
