@@ -79,6 +79,12 @@ void pick_model_shape(RunConfig& c) {
   c.activation = weighted<ActivationOption>({{3, ActivationOption::gelu}, {1, ActivationOption::swiglu}});
   c.fp32_residual = c.dtype == DType::bf16 && sometimes(2);
   c.gather_output = c.tp > 1 && sometimes(3);
+  // The forward's runtime_gather_output, which wins over gather_output (7.7).
+  c.runtime_gather_output =
+      c.tp > 1 ? weighted<RuntimeGatherOption>({{2, RuntimeGatherOption::unset},
+                                                {1, RuntimeGatherOption::on},
+                                                {1, RuntimeGatherOption::off}})
+               : RuntimeGatherOption::unset;
   c.lr = weighted<double>({{5, 0.1}, {1, 0.0}});
   c.seed = sometimes(4) ? 1 + index_below(100000) : 1234;
 }

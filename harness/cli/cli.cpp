@@ -32,6 +32,7 @@ struct Flags {
   std::string norm = "layernorm";
   std::string activation = "gelu";
   std::string graphs = "none";
+  std::string runtime_gather_output = "unset";
 };
 
 void add_run_options(CLI::App* app, Flags& f) {
@@ -94,6 +95,10 @@ void add_run_options(CLI::App* app, Flags& f) {
   app->add_option("--trace", c.trace, "write the observation trace as JSONL to FILE")
       ->group(model);
   app->add_flag("--gather-output", c.gather_output, "gather the logits over TP")->group(model);
+  app->add_option("--runtime-gather-output", f.runtime_gather_output,
+                  "the forward's runtime_gather_output: unset, on or off (a value wins over "
+                  "--gather-output)")
+      ->group(model);
   app->add_option("--lr", c.lr, "SGD learning rate of the training step (0: no update)")
       ->group(model);
   app->add_option("--metrics", c.metrics,
@@ -236,6 +241,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   map_enum("activation", flags.activation, parse_activation, known_activations(), &c.activation,
            violations);
   map_enum("graphs", flags.graphs, parse_graph_mode, known_graph_modes(), &c.graphs, violations);
+  map_enum("runtime-gather-output", flags.runtime_gather_output, parse_runtime_gather,
+           known_runtime_gathers(), &c.runtime_gather_output, violations);
   if (parsed.command == "check" && self_check) parsed.command = "selfcheck";
 
   // check: the scenario (embedded default or file), then the flags given on

@@ -24,6 +24,8 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.seed = c.seed;
   m.sequence_parallel = c.sp;
   m.gather_output = c.gather_output;
+  if (c.runtime_gather_output != RuntimeGatherOption::unset)
+    m.runtime_gather_output = c.runtime_gather_output == RuntimeGatherOption::on;
   const RecomputeSpec recompute = c.recompute_spec();
   switch (recompute.kind) {
     case RecomputeOption::none: m.recompute = RecomputeKind::none; break;

@@ -53,6 +53,10 @@ constexpr EnumNames<RecomputeOption, 4> kRecompute{{{RecomputeOption::none, "non
                                                   {RecomputeOption::full_block, "full-block"},
                                                   {RecomputeOption::selective, "selective"}}};
 
+constexpr EnumNames<RuntimeGatherOption, 3> kRuntimeGather{{{RuntimeGatherOption::unset, "unset"},
+                                                           {RuntimeGatherOption::on, "on"},
+                                                           {RuntimeGatherOption::off, "off"}}};
+
 std::string str(long long v) { return std::to_string(v); }
 std::string str(int v) { return std::to_string(v); }
 
@@ -74,16 +78,21 @@ std::string_view to_string(NormOption v) { return kNorm.name(v); }
 std::string_view to_string(ActivationOption v) { return kActivation.name(v); }
 std::string_view to_string(GraphOption v) { return kGraphs.name(v); }
 std::string_view to_string(RecomputeOption v) { return kRecompute.name(v); }
+std::string_view to_string(RuntimeGatherOption v) { return kRuntimeGather.name(v); }
 std::optional<LaunchMode> parse_launch_mode(std::string_view s) { return kLaunch.parse(s); }
 std::optional<DType> parse_dtype(std::string_view s) { return kDType.parse(s); }
 std::optional<NormOption> parse_norm(std::string_view s) { return kNorm.parse(s); }
 std::optional<ActivationOption> parse_activation(std::string_view s) { return kActivation.parse(s); }
 std::optional<GraphOption> parse_graph_mode(std::string_view s) { return kGraphs.parse(s); }
+std::optional<RuntimeGatherOption> parse_runtime_gather(std::string_view s) {
+  return kRuntimeGather.parse(s);
+}
 std::string known_launch_modes() { return kLaunch.known(); }
 std::string known_dtypes() { return kDType.known(); }
 std::string known_norms() { return kNorm.known(); }
 std::string known_activations() { return kActivation.known(); }
 std::string known_graph_modes() { return kGraphs.known(); }
+std::string known_runtime_gathers() { return kRuntimeGather.known(); }
 
 bool RecomputeSpec::has(std::string_view module) const {
   for (const std::string& m : modules)
@@ -142,7 +151,8 @@ bool operator==(const RunConfig& a, const RunConfig& b) {
          a.norm == b.norm && a.activation == b.activation && a.recompute == b.recompute &&
          a.recompute_layers == b.recompute_layers && a.graphs == b.graphs &&
          a.graph_warmup == b.graph_warmup && a.trace == b.trace &&
-         a.gather_output == b.gather_output && a.lr == b.lr && a.metrics == b.metrics;
+         a.gather_output == b.gather_output &&
+         a.runtime_gather_output == b.runtime_gather_output && a.lr == b.lr && a.metrics == b.metrics;
 }
 
 // ---------------------------------------------------------------- validation
@@ -364,6 +374,7 @@ nlohmann::json to_json(const RunConfig& c) {
   j["graph-warmup"] = c.graph_warmup;
   j["trace"] = c.trace;
   j["gather-output"] = c.gather_output;
+  j["runtime-gather-output"] = to_string(c.runtime_gather_output);
   j["lr"] = c.lr;
   j["metrics"] = c.metrics;
   return j;
@@ -375,7 +386,7 @@ const std::vector<std::string>& run_config_keys() {
       "check-collectives", "hidden", "heads", "ffn-hidden", "layers", "seq", "micro-batch",
       "microbatches", "steps", "vocab", "dtype", "fp32-residual", "dropout", "norm",
       "activation", "recompute", "recompute-layers", "graphs", "graph-warmup", "trace",
-      "gather-output", "lr", "metrics"};
+      "gather-output", "runtime-gather-output", "lr", "metrics"};
   return keys;
 }
 
@@ -469,6 +480,9 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     else if (key == "graph-warmup") c.graph_warmup = get_int(key, v);
     else if (key == "trace") c.trace = get_string(key, v);
     else if (key == "gather-output") c.gather_output = get_bool(key, v);
+    else if (key == "runtime-gather-output")
+      c.runtime_gather_output = get_enum<RuntimeGatherOption>(key, v, parse_runtime_gather,
+                                                             known_runtime_gathers());
     else if (key == "lr") c.lr = get_double(key, v);
     else if (key == "metrics") {
       if (!v.is_array()) type_error(key, v, "an array of metric names");

@@ -20,6 +20,9 @@ enum class NormOption { layernorm, rmsnorm };
 enum class ActivationOption { gelu, swiglu };
 enum class GraphOption { none, per_layer, full_iteration };
 enum class RecomputeOption { none, full_uniform, full_block, selective };
+// What the training loop passes as the forward's runtime_gather_output:
+// nothing ("unset", the constructor flag decides), or a value that wins.
+enum class RuntimeGatherOption { unset, on, off };
 
 std::string_view to_string(LaunchMode v);
 std::string_view to_string(DType v);
@@ -27,6 +30,7 @@ std::string_view to_string(NormOption v);
 std::string_view to_string(ActivationOption v);
 std::string_view to_string(GraphOption v);
 std::string_view to_string(RecomputeOption v);
+std::string_view to_string(RuntimeGatherOption v);
 
 // The spelling of every enum value is the CLI/JSON spelling ("full-iteration").
 std::optional<LaunchMode> parse_launch_mode(std::string_view s);
@@ -34,12 +38,14 @@ std::optional<DType> parse_dtype(std::string_view s);
 std::optional<NormOption> parse_norm(std::string_view s);
 std::optional<ActivationOption> parse_activation(std::string_view s);
 std::optional<GraphOption> parse_graph_mode(std::string_view s);
+std::optional<RuntimeGatherOption> parse_runtime_gather(std::string_view s);
 // "a, b, c": the accepted spellings, for messages and help text.
 std::string known_launch_modes();
 std::string known_dtypes();
 std::string known_norms();
 std::string known_activations();
 std::string known_graph_modes();
+std::string known_runtime_gathers();
 
 // `--recompute none | full-uniform | full-block | selective:<m1>[,<m2>...]`.
 // The config keeps the spec as written (so validation can name a bad module);
@@ -87,6 +93,7 @@ struct RunConfig {
   int graph_warmup = 1;
   std::string trace;                       // JSONL trace path; "" = none
   bool gather_output = false;              // output layer gathers logits over TP
+  RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output
   double lr = 0.1;                         // SGD learning rate of the step driver (0: no update)
   // --metrics names (docs/metrics.md); empty = no metric collector. Checked by
   // parse_metric_names; forward metrics are rejected under full-iteration graphs.

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "harness/parallel/code_path_faults.h"
+
 namespace parity {
 
 bool counts_for_step(const ExecutionPoint& point) {
@@ -68,8 +70,10 @@ void MetricCollector::observe(const ObservationOwner& owner, std::string_view na
     ++ignored_;
     return;
   }
-  if (mislabel_sp_residuals_ && (kind == SourceKind::residual_accumulator ||
-                                 kind == SourceKind::residual_contribution))
+  // Fault sp-residual-mislabel: SP residuals labelled Replica on tp (the
+  // config-less owner rule, megatron-reference 7.9).
+  if (fault_active(CodePathFault::sp_residual_mislabel) &&
+      (kind == SourceKind::residual_accumulator || kind == SourceKind::residual_contribution))
     tp_shard_dim = std::nullopt;
   const AxisPlacements placements =
       placements_for_forward_observation(tp_shard_dim, sequence_dim, batch_dim, tensor.dim(),

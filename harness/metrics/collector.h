@@ -66,10 +66,6 @@ class MetricCollector {
   std::int64_t ignored() const { return ignored_; }  // warmup/capture/outside a step
   std::optional<std::int64_t> step() const { return step_; }
 
-  // The injected fault `sp-residual-mislabel` (a deliberately wrong placement,
-  // the negative control of parity check's sharded_reduction): residual
-  // observations get Replica on tp even when they are sharded (SP).
-  void mislabel_sp_residuals(bool on) { mislabel_sp_residuals_ = on; }
 
  private:
   struct SiteValues {
@@ -84,7 +80,6 @@ class MetricCollector {
   std::optional<std::int64_t> step_;
   std::int64_t counted_ = 0;
   std::int64_t ignored_ = 0;
-  bool mislabel_sp_residuals_ = false;
 };
 
 }  // namespace parity

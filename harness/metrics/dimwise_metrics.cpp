@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "harness/metrics/stages.h"
+#include "harness/parallel/code_path_faults.h"
 
 namespace parity {
 
@@ -99,13 +100,19 @@ class DimwiseMetric final : public Metric {
                             ? at::cat({v.value, at::full({1}, v.reduced_size, v.value.options())})
                             : v.value);
     }
+    // Fault sqrt-before-sum: row/column sums of squares take their square root
+    // before the stage-B sum over the axes that split them.
+    const bool sqrt_first = fault_active(CodePathFault::sqrt_before_sum) && !needs_width();
+    if (sqrt_first)
+      for (at::Tensor& q : partial) q = q.sqrt();
     return reduce_over_axes(
         std::move(partial), split_masks, ReduceOp::sum,
-        [this, item_masks, placeholder](std::vector<at::Tensor> complete) {
+        [this, item_masks, placeholder, sqrt_first](std::vector<at::Tensor> complete) mutable {
           std::vector<at::Tensor> pairs;
           for (std::size_t i = 0; i < complete.size(); ++i)
             pairs.push_back(placeholder[i] ? at::zeros({2}, complete[i].options())
-                                           : population_pair(complete[i]));
+                                           : population_pair(complete[i], sqrt_first));
+          apply_population_faults(pairs, item_masks);
           return reduce_grouped(std::move(pairs), item_masks, ReduceOp::sum, [](at::Tensor t) {
             return MetricStep::finished(t[0] / t[1]);
           });
@@ -120,7 +127,8 @@ class DimwiseMetric final : public Metric {
   }
 
   // Stage C: per-item finalize, then (sum, count).
-  at::Tensor population_pair(const at::Tensor& complete) const {
+  // `rooted`: the square roots were taken already (fault sqrt-before-sum).
+  at::Tensor population_pair(const at::Tensor& complete, bool rooted) const {
     at::Tensor q = complete;
     at::Tensor n;
     if (needs_width()) {
@@ -131,7 +139,7 @@ class DimwiseMetric final : public Metric {
                                     "entries in the last dim, got " + std::to_string(k));
       n = q / std::log(k);
     } else {
-      n = q.sqrt();
+      n = rooted ? q : q.sqrt();
     }
     return at::stack({n.sum(), at::full({}, static_cast<double>(q.numel()), q.options())});
   }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "harness/metrics/stages.h"
+#include "harness/parallel/code_path_faults.h"
 
 namespace parity {
 
@@ -25,6 +26,15 @@ class LogicalReductionMetric final : public Metric {
     p.value = input.placeholder || x.numel() == 0
                   ? identity(dtype)
                   : contribution(x.to(accumulation_dtype(x.scalar_type()))).to(dtype);
+    // Fault prepare-aliases-buffer: max/min keep a view of the extreme element
+    // instead of a copy (a graph's static buffer is overwritten before finalize).
+    if (fault_active(CodePathFault::prepare_aliases_buffer) && !input.placeholder &&
+        x.numel() > 0 && x.scalar_type() == dtype &&
+        (statistic_ == LogicalStatistic::max || statistic_ == LogicalStatistic::min)) {
+      const at::Tensor flat = x.reshape({-1});
+      p.value = flat.narrow(0, (statistic_ == LogicalStatistic::max ? flat.argmax() : flat.argmin())
+                                   .item<std::int64_t>(), 1);
+    }
     return p;
   }
 
@@ -43,8 +53,18 @@ class LogicalReductionMetric final : public Metric {
       contributions.push_back(v.value);
       masks.push_back(reduction_axes(v.placements));
     }
-    return reduce_grouped(std::move(contributions), masks, op(),
-                          [this](at::Tensor total) { return MetricStep::finished(finalize(total)); });
+    // Fault sqrt-before-sum: l2/rms take the square root of each partial sum
+    // of squares before the cross-rank sum (squared back before finalize, so
+    // one contributor still gives the right value).
+    const bool sqrt_first = fault_active(CodePathFault::sqrt_before_sum) &&
+                            (statistic_ == LogicalStatistic::l2 || statistic_ == LogicalStatistic::rms);
+    if (sqrt_first)
+      for (at::Tensor& c : contributions) c = with_first(c, c[0].sqrt());
+    if (width() == 2) apply_population_faults(contributions, masks);
+    return reduce_grouped(std::move(contributions), masks, op(), [this, sqrt_first](at::Tensor total) {
+      if (sqrt_first) total = with_first(total, total[0] * total[0]);
+      return MetricStep::finished(finalize(total));
+    });
   }
 
  private:
@@ -81,6 +101,12 @@ class LogicalReductionMetric final : public Metric {
       case LogicalStatistic::inf_count: return x.isinf().sum().to(at::kDouble).reshape({1});
     }
     throw std::invalid_argument("unknown statistic");
+  }
+  // `t` with its first element replaced by `first` (a 0-dim tensor).
+  static at::Tensor with_first(const at::Tensor& t, const at::Tensor& first) {
+    at::Tensor out = t.clone();
+    out[0] = first;
+    return out;
   }
   at::Tensor finalize(const at::Tensor& t) const {
     switch (statistic_) {

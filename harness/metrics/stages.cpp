@@ -4,13 +4,56 @@
 #include <map>
 #include <stdexcept>
 
+#include "harness/parallel/code_path_faults.h"
+
 namespace parity {
 
+namespace {
+AxisMask bit_of(Axis axis) {
+  for (std::size_t i = 0; i < kModelAxes.size(); ++i)
+    if (kModelAxes[i] == axis) return axis_bit(i);
+  return 0;
+}
+}  // namespace
+
 AxisMask reduction_axes(const AxisPlacements& placements) {
+  // Fault replica-overcount: Replica axes are reduced too, so every replica
+  // contributes instead of counting once (megatron-reference 3.3, rule 3).
+  const bool overcount = fault_active(CodePathFault::replica_overcount);
   AxisMask mask = 0;
   for (std::size_t i = 0; i < placements.axes.size(); ++i)
-    if (needs_reduction(placements.axes[i])) mask |= axis_bit(i);
+    if (needs_reduction(placements.axes[i]) || overcount) mask |= axis_bit(i);
   return mask;
+}
+
+void apply_population_faults(std::vector<at::Tensor>& pairs, std::vector<AxisMask>& masks) {
+  if (fault_active(CodePathFault::mean_of_means)) {
+    // Fault mean-of-means: each contribution turns into (its own mean, 1), so
+    // the reduction averages means; an empty one stays (0, 0).
+    for (at::Tensor& p : pairs) {
+      const at::Tensor count = p[1];
+      const at::Tensor has = count > 0;
+      p = at::stack({at::where(has, p[0] / count.clamp_min(1), at::zeros_like(count)),
+                     has.to(count.scalar_type())});
+    }
+  }
+  AxisMask dropped = 0;
+  // Faults cp-/dp-population-dropped: the count is not reduced over that axis
+  // (the sum still is), so the mean is off by the axis size.
+  if (fault_active(CodePathFault::cp_population_dropped)) dropped |= bit_of(Axis::cp);
+  if (fault_active(CodePathFault::dp_population_dropped)) dropped |= bit_of(Axis::dp);
+  if (dropped == 0) return;
+  std::vector<at::Tensor> split;
+  std::vector<AxisMask> split_masks;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const at::Tensor zero = at::zeros_like(pairs[i][0]);
+    split.push_back(at::stack({pairs[i][0], zero}));
+    split_masks.push_back(masks[i]);
+    split.push_back(at::stack({zero, pairs[i][1]}));
+    split_masks.push_back(masks[i] & ~dropped);
+  }
+  pairs = std::move(split);
+  masks = std::move(split_masks);
 }
 
 at::Tensor reduction_identity(ReduceOp op, std::int64_t width, at::ScalarType dtype) {

@@ -30,6 +30,12 @@ MetricStep reduce_over_axes(std::vector<at::Tensor> values, std::vector<AxisMask
                             std::function<MetricStep(std::vector<at::Tensor>)> then,
                             std::size_t first_axis = 0);
 
+// Mean-type (sum, count) pairs just before their cross-rank reduction, the one
+// place the population rule can go wrong: the code-path faults mean-of-means,
+// cp-population-dropped and dp-population-dropped deviate here. With none of
+// them switched on, pairs and masks are left as they are.
+void apply_population_faults(std::vector<at::Tensor>& pairs, std::vector<AxisMask>& masks);
+
 // Groups values by mask (ascending), combines each group locally with `op`,
 // reduces each group over its axes, combines the groups, and returns
 // then(total). Every rank holding the same masks issues the same requests.

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "harness/parallel/code_path_faults.h"
+
 namespace parity {
 
 // runtime flag wins over constructor flag.
@@ -15,8 +17,14 @@ constexpr bool resolve_gather_output(bool constructor_gather_output,
   return runtime_gather_output.has_value() ? *runtime_gather_output : constructor_gather_output;
 }
 
-// output_logits' tp_shard_dim: -1 (vocab-sharded last dim) unless gathered.
-constexpr std::optional<std::int64_t> logits_tp_shard_dim(bool gathered) {
+// output_logits' tp_shard_dim: -1 (vocab-sharded last dim) unless gathered,
+// from the same resolution as the output layer's.
+inline std::optional<std::int64_t> logits_tp_shard_dim(bool constructor_gather_output,
+                                                       std::optional<bool> runtime_gather_output) {
+  bool gathered = resolve_gather_output(constructor_gather_output, runtime_gather_output);
+  // Fault wrong-gather-precedence: the label follows the constructor flag even
+  // when the runtime value won (megatron-reference 7.7).
+  if (fault_active(CodePathFault::wrong_gather_precedence)) gathered = constructor_gather_output;
   return gathered ? std::nullopt : std::optional<std::int64_t>(-1);
 }
 

@@ -307,7 +307,7 @@ at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positio
   const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
   at::Tensor logits = output_layer_->forward(rt, h, gathered);
   observe_tensor(*output_layer_, "output_logits", SourceKind::output_logits, logits,
-                 logits_tp_shard_dim(gathered), 0, 1);
+                 logits_tp_shard_dim(output_layer_->gather_output(), runtime_gather_output), 0, 1);
   return logits;
 }
 

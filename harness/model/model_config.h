@@ -2,6 +2,7 @@
 // The model's own configuration (a RunConfig in harness/config/ maps onto it).
 // Torch-free.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -68,6 +69,8 @@ struct ModelConfig {
   std::uint64_t seed = 1234;
   bool sequence_parallel = false;
   bool gather_output = false;     // the output layer's constructor flag
+  // What the training loop passes as forward(runtime_gather_output); wins.
+  std::optional<bool> runtime_gather_output;
   double norm_eps = 1e-5;
   double init_std = 0.02;
   // Activation recompute (harness/recompute/, docs/model.md "Recompute").

@@ -64,7 +64,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       const MicrobatchData data = microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
       const at::Tensor tokens = model.slice_sequence(data.tokens);
       const at::Tensor labels = model.slice_sequence(data.labels);
-      const at::Tensor logits = model.forward(tokens, positions);
+      const at::Tensor logits = model.forward(tokens, positions, model.config().runtime_gather_output);
       {
         at::NoGradGuard no_grad;
         r.logits_digest = fnv1a64(tensor_digest(logits), r.logits_digest);
@@ -165,7 +165,6 @@ nlohmann::json run_model_program(RankContext& ctx) {
   if (!config.metrics.empty()) {
     collector = std::make_unique<MetricCollector>(make_metrics(parse_metric_names(config.metrics)),
                                                   ctx.topology, ctx.rank);
-    collector->mislabel_sp_residuals(ctx.faults.enabled("sp-residual-mislabel"));
     executor = std::make_unique<MetricExecutor>(ctx.groups);
   }
 

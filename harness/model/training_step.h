@@ -93,7 +93,6 @@ inline constexpr const char* kModelProgram = "model";
 //    "metrics": [{"metric", "label", "value"}] (with config.metrics), "observations",
 //    "seconds", "cpu_seconds"}], "collectives": {axis: {"ranks", "calls", "hash"}},
 //    "counts": {kind: n}, "trace": [record...] (only with a trace)}.
-// With the fault sp-residual-mislabel the collector mislabels SP residuals.
 // The fault point is after step 0.
 nlohmann::json run_model_program(RankContext& ctx);
 // Registers run_model_program as "model" (idempotent; also done at start-up).

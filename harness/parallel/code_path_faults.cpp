@@ -33,29 +33,32 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::replica_overcount, "replica-overcount",
      "a tensor replicated across an axis contributes from every rank instead of its owner, so "
      "sums and counts are multiplied by the axis size",
-     "sharded_reduction", "a Replica placement on an axis of size > 1 (tp without sp)"},
+     "sharded_reduction", "an l2 metric of a Replica tensor on an axis of size > 1 (residuals with tp > 1 "
+     "and no sp; gathered logits)"},
     {F::sqrt_before_sum, "sqrt-before-sum",
      "L2-type statistics take the square root of each rank's partial sum of squares before "
      "the cross-rank sum",
-     "sharded_reduction", "an l2/rms/row- or column-l2 metric on a tensor split over ranks"},
+     "sharded_reduction", "an l2/rms metric on a tensor split over ranks (or a row/column-l2 metric "
+     "split along the rows/columns it sums)"},
     {F::mean_of_means, "mean-of-means",
      "mean-type statistics average per-rank means over the group instead of dividing the "
      "summed total by the summed count",
-     "sharded_reduction", "a mean metric where ranks hold unequal populations (Replica on tp)"},
+     "sharded_reduction", "a mean/rms/row-l2 metric where ranks hold unequal populations (uneven or "
+     "empty shards)"},
     {F::sp_residual_mislabel, "sp-residual-mislabel",
      "residual observations are labelled Replica on tp under sequence parallelism (the "
      "config-less owner rule of megatron-reference section 7.9)",
      "sharded_reduction", "tp > 1 with sp and a residual metric"},
     {F::cp_population_dropped, "cp-population-dropped",
      "the population (count) of a statistic is not reduced over the context-parallel axis",
-     "sharded_reduction", "cp > 1 and a mean/rms metric"},
+     "sharded_reduction", "cp > 1 and a mean/rms/row-l2 metric"},
     {F::dp_population_dropped, "dp-population-dropped",
      "the population (count) of a statistic is not reduced over the data-parallel axis",
-     "sharded_reduction", "dp > 1 and a mean/rms metric"},
+     "sharded_reduction", "dp > 1 and a mean/rms/row-l2 metric"},
     {F::prepare_aliases_buffer, "prepare-aliases-buffer",
-     "a metric's prepared state keeps a view of the observed tensor instead of a reduced "
-     "copy (a graph's static buffer is overwritten before the step's finalize)",
-     "graph_replay", "per-layer graphs and a metric on a graphed site"},
+     "max/min keep a view of the observed extreme element instead of a copy (a graph's static "
+     "buffer is overwritten before the step's finalize); the collector's storage rule rejects it",
+     "graph_replay", "a max or min metric on an fp32/fp64 site"},
     {F::notify_on_replay, "notify-on-replay",
      "graph replay calls observers as if host code ran (a real CUDA graph replay runs none)",
      "graph_replay", "per-layer graphs with a replay step"},
@@ -67,9 +70,10 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "sequence)",
      "collective_symmetry", "a group of size > 1 that runs collectives"},
     {F::wrong_gather_precedence, "wrong-gather-precedence",
-     "logits are labelled by the config's gather_output instead of the runtime value that "
+     "logits are labelled by the constructor's gather_output instead of the runtime value that "
      "wins (megatron-reference section 7.7)",
-     "sharded_reduction", "tp > 1 and a logits metric"},
+     "sharded_reduction", "tp > 1, --runtime-gather-output differing from --gather-output and a "
+     "logits metric (l2/row-l2 when it gathers; any when it does not)"},
 }};
 
 std::uint32_t mask_of(const FaultPlan& plan) {

@@ -38,7 +38,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
        "--steps", "7", "--vocab", "200", "--dtype", "bf16", "--fp32-residual", "--dropout", "0.1",
        "--norm", "rmsnorm", "--activation", "swiglu", "--recompute", "selective:core_attn,mlp",
        "--recompute-layers", "2", "--graphs", "full-iteration", "--graph-warmup", "0", "--trace",
-       "t.jsonl", "--gather-output", "--lr", "0.25"});
+       "t.jsonl", "--gather-output", "--runtime-gather-output", "off", "--lr", "0.25"});
   ASSERT_TRUE(p.errors.empty()) << p.errors.front();
   EXPECT_EQ(p.command, "run");
   const RunConfig& c = p.config;
@@ -72,6 +72,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.graph_warmup, 0);
   EXPECT_EQ(c.trace, "t.jsonl");
   EXPECT_TRUE(c.gather_output);
+  EXPECT_EQ(c.runtime_gather_output, RuntimeGatherOption::off);
   EXPECT_EQ(c.lr, 0.25);
 }
 

@@ -333,6 +333,7 @@ RunConfig unusual() {
   c.graph_warmup = 0;
   c.trace = "t.jsonl";
   c.gather_output = true;
+  c.runtime_gather_output = RuntimeGatherOption::off;
   c.lr = 0.25;
   return c;
 }
@@ -416,12 +417,14 @@ TEST(ModelMapping, EveryModelFieldIsMapped) {
   EXPECT_EQ(m.seed, 18446744073709551557ull);
   EXPECT_TRUE(m.sequence_parallel);
   EXPECT_TRUE(m.gather_output);
+  EXPECT_EQ(m.runtime_gather_output, std::optional<bool>(false));
   const ModelConfig d = model_config_from(RunConfig{});
   EXPECT_EQ(d.dtype, ModelDType::fp32);
   EXPECT_EQ(d.norm, NormKind::layer_norm);
   EXPECT_EQ(d.activation, ActivationKind::gelu);
   EXPECT_FALSE(d.sequence_parallel);
   EXPECT_FALSE(d.gather_output);
+  EXPECT_FALSE(d.runtime_gather_output.has_value());
 }
 
 // validate_run_config is the one rule set: every config it accepts maps onto a

@@ -15,6 +15,7 @@
 #include "harness/metrics/logical_metrics.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/metrics/placement.h"
+#include "harness/parallel/code_path_faults.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/process_groups.h"
 
@@ -246,6 +247,37 @@ TEST(MetricPrepare, AStaticBufferOverwrittenAfterTheCallbackDoesNotChangeResults
   EXPECT_DOUBLE_EQ(r["nan-count@global"], 0.0);
   EXPECT_NEAR(r["mean-row-l2@global"], original.reshape({-1, 4}).norm(2, {1}).mean().item<double>(),
               1e-14);
+}
+
+// The code-path fault prepare-aliases-buffer: max/min keep a view of the
+// observed element, which the collector's storage rule rejects (parity check
+// reports it as graph_replay's FAIL); fp32/fp64 only (bf16 upcasts: a copy).
+TEST(MetricPrepare, PrepareAliasesBufferFaultIsRejectedByTheCollector) {
+  Owner layer("decoder.layers.0");
+  const at::Tensor x = at::rand({3, 2, 4}, at::kDouble);
+  auto observe = [&](const at::Tensor& t) {
+    MetricCollector c(every_statistic(SourceKind::residual_accumulator, LabelScope::layer),
+                      ParallelTopology(1, 1, 1), 0);
+    c.observe(layer, "residual_accumulator", SourceKind::residual_accumulator, t, 0, 0, 1,
+              {0, 0, GraphPhase::eager});
+  };
+  EXPECT_NO_THROW(observe(x));
+  CodePathFaultScope fault(CodePathFault::prepare_aliases_buffer);
+  auto max = make_logical_metric(LogicalStatistic::max, "max",
+                                 KindSet{SourceKind::residual_accumulator}, LabelScope::layer);
+  MetricInput in{{"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator},
+                 x, AxisPlacements{}, false, 1};
+  const Prepared p = max->prepare(in);
+  EXPECT_TRUE(p.value.storage().is_alias_of(x.storage()));
+  EXPECT_EQ(p.value.item<double>(), x.max().item<double>());
+  try {
+    observe(x);
+    FAIL() << "the aliasing prepared state was accepted";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("shares storage with the observed tensor"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(observe(x.to(at::kBFloat16)));
 }
 
 TEST(MetricPrepare, DimwiseMetricsRejectShardUnknownAndScalars) {

@@ -19,6 +19,7 @@
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
+#include "harness/parallel/code_path_faults.h"
 #include "tests/reference/rank_threads.h"
 
 namespace parity {
@@ -241,12 +242,16 @@ struct CaseRun {
   std::vector<RankResult> results;
 };
 
-CaseRun run_case(const Case& c, const ParallelTopology& topo) {
+// `fault`: a code-path fault switched on in every rank thread.
+CaseRun run_case(const Case& c, const ParallelTopology& topo,
+                 std::optional<CodePathFault> fault = std::nullopt) {
   CaseRun out;
   out.results.resize(topo.world_size());
   out.run = run_thread_ranks(topo, checked(),
                              [&](int rank, RankGroups& groups, RankStatus&, testing::Expect&,
                                  testing::RankOutcome&) {
+                               std::optional<CodePathFaultScope> scope;
+                               if (fault) scope.emplace(*fault);
                                out.results[rank] = run_rank(c, topo, rank, groups);
                              });
   return out;
@@ -336,6 +341,59 @@ TEST(ShardedMetricsControl, ReplicaWhereTheDataIsShardedGivesADifferentValue) {
     if (!close(got.values.at("l2@global"), want.at("l2@global"), 1e-6)) ++differing;
   EXPECT_EQ(differing, topo.world_size());
 }
+
+// The code-path faults of the reduction path each change the statistics they
+// name (on every rank) and leave the others exact. Uneven shards: the
+// mean-of-means fault shows only where ranks hold unequal populations.
+struct FaultCase {
+  CodePathFault fault;
+  Case layout;
+  std::vector<std::string> wrong, exact;  // statistics at "global"
+};
+
+class ShardedMetricsFaults : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(ShardedMetricsFaults, ChangeTheirStatisticsOnly) {
+  const FaultCase& f = GetParam();
+  const ParallelTopology topo(2, 2, 2);
+  CaseRun r = run_case(f.layout, topo, f.fault);
+  ASSERT_EQ(r.run.report(), "");
+  const auto want = expected(f.layout);
+  for (int rank = 0; rank < topo.world_size(); ++rank) {
+    for (const std::string& stat : f.wrong) {
+      const std::string key = stat + "@global";
+      EXPECT_FALSE(close(r.results[rank].values.at(key), want.at(key), 1e-6))
+          << info(f.fault).name << ": rank " << rank << " " << key << " is still exact";
+    }
+    for (const std::string& stat : f.exact) {
+      const std::string key = stat + "@global";
+      EXPECT_TRUE(close(r.results[rank].values.at(key), want.at(key), 1e-10))
+          << info(f.fault).name << ": rank " << rank << " " << key << " changed";
+    }
+  }
+}
+
+std::vector<FaultCase> fault_cases() {
+  const Case replicated{"ResidualTpReplica", {7, 5, 6}, replica(), shard(0), shard(1), 2};
+  const Case sharded{"ResidualSpTpShard0", {7, 5, 6}, shard(0), shard(0), shard(1), 2};
+  const Case vocab{"LogitsTpShardLast", {7, 5, 6}, shard(2), shard(0), shard(1), 2};
+  return {
+      {CodePathFault::replica_overcount, replicated, {"l2"}, {"max", "min", "mean", "rms"}},
+      {CodePathFault::sqrt_before_sum, sharded, {"l2", "rms"}, {"max", "mean", "mean-row-l2"}},
+      {CodePathFault::sqrt_before_sum, vocab, {"l2", "rms", "mean-row-l2"}, {"max", "mean"}},
+      {CodePathFault::mean_of_means, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
+      {CodePathFault::cp_population_dropped, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
+      {CodePathFault::dp_population_dropped, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(CodePathFaults, ShardedMetricsFaults, ::testing::ValuesIn(fault_cases()),
+                         [](const auto& i) {
+                           std::string n(parity::info(i.param.fault).name);
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n + "_" + i.param.layout.name;
+                         });
 
 // Two metrics whose requests are identical (same axis, op, dtype, shape) share
 // every collective: the second metric doubles the requests, not the calls.

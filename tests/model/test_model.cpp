@@ -9,6 +9,7 @@
 #include "harness/backend/registry.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/gpt_model.h"
+#include "harness/parallel/code_path_faults.h"
 #include "tests/backend/gradcheck.h"
 
 namespace parity {
@@ -142,8 +143,22 @@ TEST(GatherOutput, RuntimeFlagWinsOverConstructorFlag) {
   static_assert(resolve_gather_output(false, true));
   static_assert(!resolve_gather_output(true, false));
   static_assert(resolve_gather_output(true, true));
-  static_assert(logits_tp_shard_dim(false) == std::optional<std::int64_t>(-1));
-  static_assert(!logits_tp_shard_dim(true).has_value());
+  // The logits label follows the same resolution: the runtime value wins.
+  const std::optional<std::int64_t> vocab_sharded = -1;
+  EXPECT_EQ(logits_tp_shard_dim(false, std::nullopt), vocab_sharded);
+  EXPECT_FALSE(logits_tp_shard_dim(true, std::nullopt).has_value());
+  EXPECT_FALSE(logits_tp_shard_dim(false, true).has_value());
+  EXPECT_EQ(logits_tp_shard_dim(true, false), vocab_sharded);
+}
+
+// The code-path fault wrong-gather-precedence labels by the constructor flag.
+TEST(GatherOutput, WrongGatherPrecedenceFaultLabelsByTheConstructorFlag) {
+  const std::optional<std::int64_t> vocab_sharded = -1;
+  CodePathFaultScope fault(CodePathFault::wrong_gather_precedence);
+  EXPECT_EQ(logits_tp_shard_dim(false, true), vocab_sharded);
+  EXPECT_FALSE(logits_tp_shard_dim(true, false).has_value());
+  EXPECT_EQ(logits_tp_shard_dim(false, std::nullopt), vocab_sharded);  // no runtime value: same
+  EXPECT_FALSE(logits_tp_shard_dim(true, std::nullopt).has_value());
 }
 
 // ------------------------------------------------------------------ plain implementation
