@@ -96,6 +96,56 @@ TEST(Placements, FlatShardValidation) {
   EXPECT_THROW(two.validate(), std::invalid_argument);
 }
 
+// Records the placements the collector decided for each observation.
+class PlacementRecorder final : public Metric {
+ public:
+  explicit PlacementRecorder(std::vector<std::string>* seen)
+      : Metric("placements", KindSet{SourceKind::residual_accumulator,
+                                     SourceKind::residual_contribution,
+                                     SourceKind::attention_context},
+               LabelScope::layer),
+        seen_(seen) {}
+  Prepared prepare(const MetricInput& input) const override {
+    seen_->push_back(input.placements.describe());
+    Prepared p;
+    p.value = at::zeros({1}, at::kDouble);
+    return p;
+  }
+  Prepared merge(std::vector<Prepared> m) const override { return m.front(); }
+  MetricStep start(std::vector<Prepared>) const override {
+    return MetricStep::finished(at::zeros({}, at::kDouble));
+  }
+
+ private:
+  std::vector<std::string>* seen_;
+};
+
+// The code-path fault sp-residual-mislabel: under SP (tp_shard_dim 0) the
+// residual kinds are labelled Replica on tp; other kinds keep their shard.
+TEST(Placements, SpResidualMislabelFaultLabelsSpResidualsReplica) {
+  auto observe_all = [](std::vector<std::string>& seen) {
+    MetricCollector c({std::make_shared<PlacementRecorder>(&seen)}, ParallelTopology(2, 1, 1), 0);
+    Owner layer("decoder.layers.0");
+    const at::Tensor x = at::rand({4, 2, 8}, at::kDouble);
+    const ExecutionPoint point{0, 0, GraphPhase::eager};
+    c.observe(layer, "residual_accumulator", SourceKind::residual_accumulator, x, 0, 0, 1, point);
+    c.observe(layer, "residual_contribution", SourceKind::residual_contribution, x, 0, 0, 1, point);
+    c.observe(layer, "attention_context", SourceKind::attention_context, x, 2, 0, 1, point);
+  };
+  std::vector<std::string> correct, faulty;
+  observe_all(correct);
+  EXPECT_EQ(correct, (std::vector<std::string>{"tp=Shard(0), cp=Replica, dp=Replica",
+                                               "tp=Shard(0), cp=Replica, dp=Replica",
+                                               "tp=Shard(2), cp=Replica, dp=Replica"}));
+  {
+    CodePathFaultScope fault(CodePathFault::sp_residual_mislabel);
+    observe_all(faulty);
+  }
+  EXPECT_EQ(faulty, (std::vector<std::string>{"tp=Replica, cp=Replica, dp=Replica",
+                                              "tp=Replica, cp=Replica, dp=Replica",
+                                              "tp=Shard(2), cp=Replica, dp=Replica"}));
+}
+
 TEST(Placements, PlaceholderWhenAnotherRankOwns) {
   AxisPlacements p;
   p.at(Axis::dp) = Owned{1};
