@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <ostream>
 
 #include <rapidcheck.h>
@@ -9,6 +10,7 @@
 #include "harness/checks/check.h"
 #include "harness/parallel/code_path_faults.h"
 #include "scenarios/generators.h"
+#include "scenarios/sharded_metric_cases.h"
 
 namespace parity::scenarios {
 
@@ -22,58 +24,124 @@ struct Row {
   bool caught = false;
   std::vector<std::string> by;  // properties FAILED on the shrunk scenario
   std::string reason;
-  RunConfig shrunk;
+  std::string searched = "scenarios";  // or "sharded metric cases"
+  nlohmann::json shrunk;               // the counterexample's non-default fields
   int cases = 0, rank_failures = 0;
   double seconds_to_catch = 0, seconds = 0;
 };
 
-Row hunt(const CodePathFaultInfo& fault, const cli::MutantsOptions& o) {
-  Row row;
-  row.fault = std::string(fault.name);
-  row.expected = std::string(fault.caught_by);
+// What one generated case showed: the properties it FAILed (empty: none) and
+// why; a rank failure is not a property's catch.
+struct Verdict {
+  std::vector<std::string> by;
+  std::string reason;
+  bool rank_failure = false;
+};
+
+// The table reports the outcome: keep rapidcheck's per-case progress and its
+// "Some of your RapidCheck properties had failures" note at exit quiet.
+struct QuietListener : rc::detail::TestListener {
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+// One rapidcheck search over `gen` with the fault injected, until `judge`
+// reports a FAIL; shrinking is bounded by o.shrink_seconds. Adds to `row`.
+template <typename Case>
+void search(Row& row, const cli::MutantsOptions& o, const rc::Gen<Case>& gen,
+            const std::function<Verdict(Case&)>& judge,
+            const std::function<nlohmann::json(const Case&)>& compact_of) {
   const auto start = Clock::now();
+  QuietListener quiet;
   bool failed_once = false;
   Clock::time_point first_failure;
   rc::detail::TestParams params;
   params.seed = o.seed;
   params.maxSuccess = o.cases;
   rc::detail::TestMetadata metadata;
-  metadata.id = "mutants/" + row.fault;
+  metadata.id = "mutants/" + row.fault + "/" + row.searched;
   metadata.description = row.fault;
   const auto result = rc::detail::checkProperty(
       rc::detail::toProperty([&] {
-        RunConfig scenario = *gen_scenario();
+        Case c = *gen;
         // Shrinking is bounded: past the deadline a candidate counts as not
         // failing, so the last failing one stays the counterexample.
         if (failed_once && since(first_failure) > o.shrink_seconds) return;
-        scenario.inject = {row.fault};
         ++row.cases;
-        const checks::CheckOutcome outcome = checks::execute_check(scenario, "mutants");
-        if (outcome.exit_code == 3) {
-          ++row.rank_failures;  // not a property's catch
-          return;
-        }
-        std::vector<std::string> by;
-        std::string reason;
-        for (const checks::PropertyResult& p : outcome.report.properties)
-          if (p.status == checks::Status::fail) {
-            by.push_back(p.name);
-            if (reason.empty()) reason = p.name + ": " + p.reason;
-          }
-        if (by.empty()) return;
+        const Verdict v = judge(c);
+        if (v.rank_failure) ++row.rank_failures;
+        if (v.by.empty()) return;
         if (!failed_once) {
           failed_once = true;
           first_failure = Clock::now();
-          row.seconds_to_catch = since(start);
+          row.seconds_to_catch = row.seconds + since(start);
         }
-        row.by = by;
-        row.reason = reason;
-        row.shrunk = scenario;
-        RC_FAIL(reason);
+        row.by = v.by;
+        row.reason = v.reason;
+        row.shrunk = compact_of(c);
+        RC_FAIL(v.reason);
       }),
-      metadata, params);
+      metadata, params, quiet);
   row.caught = result.template is<rc::detail::FailureResult>();
-  row.seconds = since(start);
+  row.seconds += since(start);
+}
+
+Verdict judge_scenario(RunConfig& scenario, const std::string& fault) {
+  scenario.inject = {fault};
+  const checks::CheckOutcome outcome = checks::execute_check(scenario, "mutants");
+  Verdict v;
+  if (outcome.exit_code == 3) {
+    v.rank_failure = true;
+    return v;
+  }
+  for (const checks::PropertyResult& p : outcome.report.properties)
+    if (p.status == checks::Status::fail) {
+      v.by.push_back(p.name);
+      if (v.reason.empty()) v.reason = p.name + ": " + p.reason;
+    }
+  return v;
+}
+
+Verdict judge_sharded_case(ShardedMetricCase& c, const std::string& fault) {
+  c.inject = {fault};
+  const ShardedMetricOutcome o = check_sharded_metric_case(c);
+  Verdict v;
+  v.rank_failure = !o.rank_failure.empty();
+  if (!o.mismatches.empty()) {
+    v.by = {"sharded_reduction"};
+    v.reason = "sharded_reduction: " + o.mismatches.front();
+  }
+  return v;
+}
+
+nlohmann::json compact(const RunConfig& c) {
+  nlohmann::json j = differing_fields(c);
+  j.erase("inject");
+  return j;
+}
+
+// Generated scenarios first; a reduction fault the model's even layouts do
+// not expose (mean-of-means) is then hunted over sharded metric cases with
+// uneven and empty shards.
+Row hunt(const CodePathFaultInfo& fault, const cli::MutantsOptions& o) {
+  Row row;
+  row.fault = std::string(fault.name);
+  row.expected = std::string(fault.caught_by);
+  search<RunConfig>(row, o, gen_scenario(),
+                    [&](RunConfig& c) { return judge_scenario(c, row.fault); }, compact);
+  if (!row.caught && fault.caught_by == "sharded_reduction") {
+    row.searched = "sharded metric cases";
+    search<ShardedMetricCase>(
+        row, o, gen_sharded_metric_case(),
+        [&](ShardedMetricCase& c) { return judge_sharded_case(c, row.fault); },
+        [](const ShardedMetricCase& c) {
+          nlohmann::json j = to_json(c);
+          j.erase("inject");
+          j.erase("statistics");
+          return j;
+        });
+  }
   return row;
 }
 
@@ -81,12 +149,6 @@ std::string secs(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", s);
   return buf;
-}
-
-nlohmann::json compact(const RunConfig& c) {
-  nlohmann::json j = differing_fields(c);
-  j.erase("inject");
-  return j;
 }
 
 }  // namespace
@@ -121,7 +183,9 @@ int run_mutants(const cli::MutantsOptions& o, std::ostream& out, std::ostream& e
     std::snprintf(line, sizeof line, "%-30s %-8s %-36s %-8s ", r.fault.c_str(),
                   r.caught ? "yes" : "NO", r.caught ? by.c_str() : "-",
                   secs(r.caught ? r.seconds_to_catch : r.seconds).c_str());
-    out << line << (r.caught ? compact(r.shrunk).dump() : "-") << "\n";
+    out << line << (r.caught ? (r.searched == "scenarios" ? "" : r.searched + ": ") + r.shrunk.dump()
+                             : std::string("-"))
+        << "\n";
     if (!r.caught) ++missed;
     nlohmann::json j = {{"fault", r.fault},      {"expected_by", r.expected},
                         {"caught", r.caught},     {"by", r.by},
@@ -129,7 +193,8 @@ int run_mutants(const cli::MutantsOptions& o, std::ostream& out, std::ostream& e
                         {"rank_failures", r.rank_failures},
                         {"seconds_to_catch", r.seconds_to_catch},
                         {"seconds", r.seconds}};
-    j["shrunk"] = r.caught ? compact(r.shrunk) : nlohmann::json(nullptr);
+    j["searched"] = r.searched;
+    j["shrunk"] = r.caught ? r.shrunk : nlohmann::json(nullptr);
     report.push_back(j);
   }
   out << "\nmutants " << (missed ? "FAILED" : "passed") << ": " << rows.size() - missed << " of "
