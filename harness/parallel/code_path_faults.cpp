@@ -11,7 +11,7 @@ thread_local std::uint32_t t_active_code_path_faults = 0;
 namespace {
 using F = CodePathFault;
 
-// The one table. `doc` is what `parity --help`, docs/faults.md and the
+// The one table. `doc` is what docs/cli.md ("Fault injection") and the
 // mutants table print; `caught_by`/`needs` say which property must catch the
 // fault and on what kind of scenario (the generators cover every `needs`).
 constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
@@ -33,8 +33,8 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::replica_overcount, "replica-overcount",
      "a tensor replicated across an axis contributes from every rank instead of its owner, so "
      "sums and counts are multiplied by the axis size",
-     "sharded_reduction", "an l2 metric of a Replica tensor on an axis of size > 1 (residuals with tp > 1 "
-     "and no sp; gathered logits)"},
+     "sharded_reduction", "tp > 1 and an l2 metric of a tensor Replica on tp (residual or mlp-output "
+     "without sp; logits gathered by the winning gather_output); mean/rms/max are unchanged"},
     {F::sqrt_before_sum, "sqrt-before-sum",
      "L2-type statistics take the square root of each rank's partial sum of squares before "
      "the cross-rank sum",
@@ -43,22 +43,23 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::mean_of_means, "mean-of-means",
      "mean-type statistics average per-rank means over the group instead of dividing the "
      "summed total by the summed count",
-     "sharded_reduction", "a mean/rms/row-l2 metric where ranks hold unequal populations (uneven or "
-     "empty shards)"},
+     "sharded_reduction", "a mean/rms/mean-row-l2 metric where ranks hold unequal non-empty "
+     "populations (uneven shards: sharded metric cases; the model's even layouts never expose it)"},
     {F::sp_residual_mislabel, "sp-residual-mislabel",
      "residual observations are labelled Replica on tp under sequence parallelism (the "
      "config-less owner rule of megatron-reference section 7.9)",
-     "sharded_reduction", "tp > 1 with sp and a residual metric"},
+     "sharded_reduction", "tp > 1 with sp and a residual metric other than nan-/inf-count"},
     {F::cp_population_dropped, "cp-population-dropped",
      "the population (count) of a statistic is not reduced over the context-parallel axis",
-     "sharded_reduction", "cp > 1 and a mean/rms/row-l2 metric"},
+     "sharded_reduction", "cp > 1 and a mean/rms/mean-row-l2 metric"},
     {F::dp_population_dropped, "dp-population-dropped",
      "the population (count) of a statistic is not reduced over the data-parallel axis",
-     "sharded_reduction", "dp > 1 and a mean/rms/row-l2 metric"},
+     "sharded_reduction", "dp > 1 and a mean/rms/mean-row-l2 metric"},
     {F::prepare_aliases_buffer, "prepare-aliases-buffer",
      "max/min keep a view of the observed extreme element instead of a copy (a graph's static "
      "buffer is overwritten before the step's finalize); the collector's storage rule rejects it",
-     "graph_replay", "a max or min metric on an fp32/fp64 site"},
+     "graph_replay", "a max or min metric on a site observed in fp32/fp64 (bf16 upcasts: a copy) "
+     "and graphs none or per-layer (full-iteration runs (a) without metrics)"},
     {F::notify_on_replay, "notify-on-replay",
      "graph replay calls observers as if host code ran (a real CUDA graph replay runs none)",
      "graph_replay", "per-layer graphs with a replay step"},
@@ -73,7 +74,7 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "logits are labelled by the constructor's gather_output instead of the runtime value that "
      "wins (megatron-reference section 7.7)",
      "sharded_reduction", "tp > 1, --runtime-gather-output differing from --gather-output and a "
-     "logits metric (l2/row-l2 when it gathers; any when it does not)"},
+     "logits metric (l2/mean-row-l2 when it gathers; any but nan-/inf-count when it does not)"},
 }};
 
 std::uint32_t mask_of(const FaultPlan& plan) {
