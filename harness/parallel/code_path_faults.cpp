@@ -58,8 +58,7 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::prepare_aliases_buffer, "prepare-aliases-buffer",
      "max/min keep a view of the observed extreme element instead of a copy (a graph's static "
      "buffer is overwritten before the step's finalize); the collector's storage rule rejects it",
-     "graph_replay", "a max or min metric on a site observed in fp32/fp64 (bf16 upcasts: a copy) "
-     "and graphs none or per-layer (full-iteration runs (a) without metrics)"},
+     "graph_replay", "a max or min metric on a site observed in fp32/fp64 (bf16 upcasts: a copy)"},
     {F::notify_on_replay, "notify-on-replay",
      "graph replay calls observers as if host code ran (a real CUDA graph replay runs none)",
      "graph_replay", "per-layer graphs with a replay step"},

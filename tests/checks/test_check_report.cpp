@@ -198,5 +198,23 @@ TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
   EXPECT_NE(out.find("sharded_reduction     PASS   (e) vs (b)"), std::string::npos) << out;
 }
 
+// The collector's storage rule is graph_replay's FAIL in whichever run trips it:
+// under full-iteration graphs (a) collects no metrics, so (b) is the first.
+TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
+  std::string out, err;
+  const std::vector<std::string> base = {"check", "--tp", "1", "--cp", "1", "--dp", "1",
+      "--sp=false", "--hidden", "16", "--heads", "2", "--ffn-hidden", "32", "--seq", "8",
+      "--vocab", "8", "--layers", "1", "--micro-batch", "1", "--microbatches", "1", "--recompute",
+      "none", "--metrics", "layer-residual-accumulator-max", "--inject", "prepare-aliases-buffer"};
+  std::vector<std::string> eager = base;
+  for (const char* a : {"--graphs", "none", "--steps", "1"}) eager.push_back(a);
+  EXPECT_EQ(run(eager, &out, &err), kExitPropertyFailed) << out << err;
+  EXPECT_NE(out.find("graph_replay          FAIL   (a)"), std::string::npos) << out;
+  std::vector<std::string> full = base;
+  for (const char* a : {"--graphs", "full-iteration", "--steps", "3"}) full.push_back(a);
+  EXPECT_EQ(run(full, &out, &err), kExitPropertyFailed) << out << err;
+  EXPECT_NE(out.find("graph_replay          FAIL   (b)"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace parity::cli
