@@ -5,7 +5,6 @@
 
 #include <functional>
 #include <future>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -822,102 +821,9 @@ TEST(ObservationThreads, CpuBackwardRunsOnTheCallingThreadAndSeesItsScopes) {
   expect_pristine();
 }
 
-// --- a randomized model check of the scope rules -------------------------------------
-// Random programs of nested capture / suspend / observe / throw, compared against
-// a direct model of section 1 (the model's state is the recursion's locals, so it
-// restores itself exactly like the scopes must).
-
-struct Abort {};
-
-struct ModelState {
-  int active_id = -1;  // index into recorders, -1 = none
-  KindSet kinds;
-  bool suspended = false;
-  KindSet live() const { return suspended || active_id < 0 ? KindSet{} : kinds; }
-};
-
-struct Program {
-  std::mt19937 rng;
-  std::vector<Recorder> recorders = std::vector<Recorder>(4);
-  int checks = 0;
-
-  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
-
-  void check(const ModelState& m) {
-    // Stop the program at the first failure instead of piling up more.
-    if (::testing::Test::HasFailure()) throw Abort();
-    ++checks;
-    ASSERT_EQ(answered_kinds(), m.live());
-    ASSERT_EQ(detail::observation_state.live_kinds, m.live().bits());
-    ASSERT_EQ(detail::observation_state.suspended, m.suspended);
-    ASSERT_EQ(detail::observation_state.active == nullptr, m.active_id < 0);
-    for (Recorder& r : recorders) r.records.clear();
-    const SourceKind k = kAllKinds[pick(kSourceKindCount)];
-    static const TestOwner owner("model");
-    observe_tensor(owner, "m", k, at::Tensor());
-    for (int i = 0; i < static_cast<int>(recorders.size()); ++i) {
-      const bool expect = i == m.active_id && m.live().contains(k);
-      ASSERT_EQ(recorders[i].records.size(), expect ? 1u : 0u) << "recorder " << i;
-    }
-  }
-
-  // Runs a block of random ops at this depth; may throw Boom out of it.
-  void block(ModelState m, int depth) {
-    check(m);
-    const int ops = 1 + pick(4);
-    for (int op = 0; op < ops; ++op) {
-      const int what = depth >= 6 ? 3 + pick(2) : pick(5);
-      if (what == 0 || what == 1) {
-        ModelState inner = m;
-        auto run_inner = [&] {
-          if (what == 0) {
-            const int id = pick(static_cast<int>(recorders.size()));
-            const KindSet kinds = KindSet::from_bits(
-                static_cast<std::uint32_t>(pick(1 << kSourceKindCount)));
-            auto c = capture_tensor_observations(recorders[id].callback(), kinds);
-            inner.active_id = id;
-            inner.kinds = kinds;
-            block(inner, depth + 1);
-          } else {
-            auto s = suspend_tensor_observations();
-            inner.suspended = true;
-            block(inner, depth + 1);
-          }
-        };
-        if (pick(3) == 0) {
-          run_inner();  // an exception passes through this level too
-        } else {
-          try {
-            run_inner();
-          } catch (const Boom&) {
-          }
-        }
-        check(m);  // restored to exactly this level's state
-      } else if (what == 2 || what == 3) {
-        check(m);
-      } else if (pick(3) == 0) {
-        throw Boom();
-      }
-    }
-  }
-};
-
-TEST(ObservationScopes, RandomProgramsFollowTheModel) {
-  int total_checks = 0;
-  for (unsigned seed = 1; seed <= 300; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    Program p{std::mt19937(seed)};
-    try {
-      p.block(ModelState{}, 0);
-    } catch (const Boom&) {
-    } catch (const Abort&) {
-    }
-    ASSERT_FALSE(HasFailure());
-    expect_pristine();
-    total_checks += p.checks;
-  }
-  EXPECT_GT(total_checks, 3000);
-}
+// Random programs of nested capture / suspend / observe / throw on several
+// threads, against an executable model of section 1: the property
+// ScopeSemantics (tests/properties/test_scope_semantics.cpp).
 
 }  // namespace
 }  // namespace parity
