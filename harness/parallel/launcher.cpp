@@ -184,6 +184,11 @@ RankEnd run_rank_body(const RunConfig& config, const ParallelTopology& topology,
                     status, faults,   cancel, own_process};
     nlohmann::json result = program(ctx);
     if (gather) result = gather_results(groups->get(Axis::world), result);
+    // Exit barrier (as dist.barrier() before destroy_process_group): a rank
+    // whose program issued no collective could otherwise tear its groups down
+    // while a peer is still completing its handshake with it ("Connection
+    // closed by peer" in the peer's group creation).
+    if (groups->get(Axis::world).size() > 1) groups->get(Axis::world).barrier();
     status.set_state(RankState::finished);
     end.outcome = Outcome::ok;
     end.result = std::move(result);

@@ -155,7 +155,7 @@ TEST(Launcher, RegisteredProgramsAndUnknownNames) {
     return nlohmann::json{{"tp", ctx.coordinates.tp}, {"dp", ctx.coordinates.dp}};
   });
   const LaunchResult r = launch(layout(2, 1, 2), "test-coords");
-  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.ok()) << r.failure->text();
   EXPECT_EQ(r.results[3], (nlohmann::json{{"tp", 1}, {"dp", 1}}));
   EXPECT_THROW(launch(layout(1, 1, 1), "no-such-program"), std::invalid_argument);
 }
