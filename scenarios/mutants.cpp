@@ -10,6 +10,7 @@
 #include "harness/checks/check.h"
 #include "harness/parallel/code_path_faults.h"
 #include "scenarios/generators.h"
+#include "scenarios/quiet_listener.h"
 #include "scenarios/sharded_metric_cases.h"
 
 namespace parity::scenarios {
@@ -36,14 +37,6 @@ struct Verdict {
   std::vector<std::string> by;
   std::string reason;
   bool rank_failure = false;
-};
-
-// The table reports the outcome: keep rapidcheck's per-case progress and its
-// "Some of your RapidCheck properties had failures" note at exit quiet.
-struct QuietListener : rc::detail::TestListener {
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 };
 
 // One rapidcheck search over `gen` with the fault injected, until `judge`

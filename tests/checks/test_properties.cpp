@@ -64,10 +64,9 @@ TEST(Properties, AMissingOrWarmupObservationFailsExactlyOnce) {
   EXPECT_EQ(check_exactly_once({&b}).status, Status::fail);
 }
 
-TEST(Properties, PerLayerGraphsExpectInsideSitesOnlyOnTheRecordStep) {
-  CheckRun a = eager_run("a");
-  a.config.graphs = GraphOption::per_layer;
-  a.config.graph_warmup = 1;
+// `a`'s eager trace as per-layer graphs leave it: sites inside the graphed layer
+// only on step 0 (phase record), silent on the replay steps.
+std::vector<Observation> record_step_trace(const CheckRun& a) {
   std::vector<Observation> trace;
   for (Observation o : a.ranks[0].trace) {
     const bool inside = inside_graphed_layer(o.kind);
@@ -75,6 +74,14 @@ TEST(Properties, PerLayerGraphsExpectInsideSitesOnlyOnTheRecordStep) {
     if (inside) o.phase = "record";
     trace.push_back(o);
   }
+  return trace;
+}
+
+TEST(Properties, PerLayerGraphsExpectInsideSitesOnlyOnTheRecordStep) {
+  CheckRun a = eager_run("a");
+  a.config.graphs = GraphOption::per_layer;
+  a.config.graph_warmup = 1;
+  std::vector<Observation> trace = record_step_trace(a);
   for (const char* phase : {"warmup", "capture"}) {
     trace.push_back({0, -1, -1, phase, "decoder.layers.0.self_attention.attention_context", "attention_context", "0x0"});
     trace.push_back({0, -1, -1, phase, "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
@@ -211,13 +218,7 @@ TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
   CheckRun a = eager_run("a"), c = eager_run("c");
   a.config.graphs = GraphOption::per_layer;
   a.config.graph_warmup = 0;
-  std::vector<Observation> trace;
-  for (Observation o : a.ranks[0].trace) {
-    const bool inside = inside_graphed_layer(o.kind);
-    if (inside && o.step >= 1) continue;
-    if (inside) o.phase = "record";
-    trace.push_back(o);
-  }
+  std::vector<Observation> trace = record_step_trace(a);
   trace.push_back({0, -1, -1, "capture", "decoder.layers.0.self_attention.attention_context", "attention_context", "0x0"});
   trace.push_back({0, -1, -1, "capture", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
   a.ranks[0].trace = trace;

@@ -30,6 +30,7 @@
 
 #include "harness/observation/tensor_observation.h"
 #include "harness/parallel/code_path_faults.h"
+#include "scenarios/quiet_listener.h"
 
 namespace parity {
 namespace {
@@ -637,14 +638,6 @@ RC_GTEST_PROP(ScopeSemantics, scope_semantics_random_programs_on_threads_follow_
   scope_semantics_case(/*inject_grad_mode_gating=*/false);
 }
 
-// Keeps an expected failure out of rapidcheck's "Some of your RapidCheck
-// properties had failures" report at exit.
-struct SilentListener : rc::detail::TestListener {
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
-
 // The property must have teeth: with the first Megatron revision's rule
 // (observation skipped while grad mode is off, the code-path fault
 // grad-mode-gating) the same search finds a counterexample, a no_grad step.
@@ -652,7 +645,7 @@ TEST(ScopeSemantics, scope_semantics_catches_grad_mode_gating) {
   rc::detail::TestMetadata metadata;
   metadata.id = "ScopeSemantics/scope_semantics_catches_grad_mode_gating";
   metadata.description = "scope_semantics with grad-mode-gating injected";
-  SilentListener listener;
+  scenarios::QuietListener listener;
   const rc::detail::TestResult result = rc::detail::checkProperty(
       rc::detail::toProperty([] { scope_semantics_case(/*inject_grad_mode_gating=*/true); }),
       metadata, rc::detail::configuration().testParams, listener);

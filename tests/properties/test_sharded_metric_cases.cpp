@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "scenarios/quiet_listener.h"
 #include "scenarios/sharded_metric_cases.h"
 
 namespace parity::scenarios {
@@ -35,18 +36,12 @@ RC_GTEST_PROP(ShardedMetricCases, uneven_and_empty_shards_reduce_like_the_full_t
   if (!o.passed()) RC_FAIL("sharded_reduction FAILED: " + describe(o));
 }
 
-struct SilentListener : rc::detail::TestListener {
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
-
 // The property has teeth: with mean-of-means injected the same search finds a
 // counterexample, and it shrinks to unequal populations.
 TEST(ShardedMetricCases, catches_mean_of_means_with_unequal_populations) {
   rc::detail::TestMetadata metadata;
   metadata.id = "ShardedMetricCases/catches_mean_of_means";
-  SilentListener listener;
+  QuietListener listener;
   ShardedMetricCase last;
   const rc::detail::TestResult result = rc::detail::checkProperty(
       rc::detail::toProperty([&] {
