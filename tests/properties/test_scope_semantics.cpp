@@ -642,21 +642,13 @@ RC_GTEST_PROP(ScopeSemantics, scope_semantics_random_programs_on_threads_follow_
 // (observation skipped while grad mode is off, the code-path fault
 // grad-mode-gating) the same search finds a counterexample, a no_grad step.
 TEST(ScopeSemantics, scope_semantics_catches_grad_mode_gating) {
-  rc::detail::TestMetadata metadata;
-  metadata.id = "ScopeSemantics/scope_semantics_catches_grad_mode_gating";
-  metadata.description = "scope_semantics with grad-mode-gating injected";
-  scenarios::QuietListener listener;
-  const rc::detail::TestResult result = rc::detail::checkProperty(
-      rc::detail::toProperty([] { scope_semantics_case(/*inject_grad_mode_gating=*/true); }),
-      metadata, rc::detail::configuration().testParams, listener);
-  std::ostringstream message;
-  rc::detail::printResultMessage(result, message);
-  ASSERT_TRUE(result.template is<rc::detail::FailureResult>())
-      << "grad-mode-gating was not caught:\n" << message.str();
-  std::cout << "caught, as expected:\n" << message.str() << std::endl;
-  EXPECT_NE(message.str().find("no_grad"), std::string::npos) << "the counterexample has no no_grad step";
+  const scenarios::QuietSearch search = scenarios::search_quietly(
+      "ScopeSemantics/scope_semantics_catches_grad_mode_gating",
+      [] { scope_semantics_case(/*inject_grad_mode_gating=*/true); });
+  ASSERT_TRUE(search.failed) << "grad-mode-gating was not caught:\n" << search.message;
+  std::cout << "caught, as expected:\n" << search.message << std::endl;
+  EXPECT_NE(search.message.find("no_grad"), std::string::npos) << "the counterexample has no no_grad step";
 }
-
 
 }  // namespace
 }  // namespace parity

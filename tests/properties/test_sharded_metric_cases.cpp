@@ -39,27 +39,19 @@ RC_GTEST_PROP(ShardedMetricCases, uneven_and_empty_shards_reduce_like_the_full_t
 // The property has teeth: with mean-of-means injected the same search finds a
 // counterexample, and it shrinks to unequal populations.
 TEST(ShardedMetricCases, catches_mean_of_means_with_unequal_populations) {
-  rc::detail::TestMetadata metadata;
-  metadata.id = "ShardedMetricCases/catches_mean_of_means";
-  QuietListener listener;
   ShardedMetricCase last;
-  const rc::detail::TestResult result = rc::detail::checkProperty(
-      rc::detail::toProperty([&] {
-        ShardedMetricCase c = *gen_sharded_metric_case();
-        c.inject = {"mean-of-means"};
-        const ShardedMetricOutcome o = check_sharded_metric_case(c);
-        RC_ASSERT(o.rank_failure.empty());
-        if (!o.mismatches.empty()) {
-          last = c;
-          RC_FAIL(describe(o));
-        }
-      }),
-      metadata, rc::detail::configuration().testParams, listener);
-  std::ostringstream message;
-  rc::detail::printResultMessage(result, message);
-  ASSERT_TRUE(result.template is<rc::detail::FailureResult>())
-      << "mean-of-means was not caught:\n" << message.str();
-  std::cout << "caught, as expected:\n" << message.str() << std::endl;
+  const QuietSearch search = search_quietly("ShardedMetricCases/catches_mean_of_means", [&] {
+    ShardedMetricCase c = *gen_sharded_metric_case();
+    c.inject = {"mean-of-means"};
+    const ShardedMetricOutcome o = check_sharded_metric_case(c);
+    RC_ASSERT(o.rank_failure.empty());
+    if (!o.mismatches.empty()) {
+      last = c;
+      RC_FAIL(describe(o));
+    }
+  });
+  ASSERT_TRUE(search.failed) << "mean-of-means was not caught:\n" << search.message;
+  std::cout << "caught, as expected:\n" << search.message << std::endl;
   // A mean of means differs only where the shards' populations differ.
   bool unequal = false;
   for (const auto* split : {&last.cp_split, &last.dp_split, &last.tp_split})
