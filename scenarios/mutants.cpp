@@ -1,4 +1,5 @@
 #include "scenarios/mutants.h"
+#include "harness/base/files.h"
 
 #include <chrono>
 #include <cstdio>
@@ -195,7 +196,7 @@ int run_mutants(const cli::MutantsOptions& o, std::ostream& out, std::ostream& e
   int code = missed ? cli::kExitPropertyFailed : cli::kExitOk;
   if (!o.report.empty()) {
     try {
-      cli::write_file_atomically(o.report, nlohmann::json{{"mutants", report}}.dump(2) + "\n");
+      files::write_atomically(o.report, nlohmann::json{{"mutants", report}}.dump(2) + "\n");
     } catch (const std::exception& e) {
       err << "parity mutants: --report " << o.report << ": " << e.what() << "\n";
       if (code == cli::kExitOk) code = cli::kExitBadInput;

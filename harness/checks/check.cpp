@@ -1,4 +1,5 @@
 #include "harness/checks/check.h"
+#include "harness/base/files.h"
 
 #include <chrono>
 #include <cstdio>
@@ -276,7 +277,7 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
   report.expectation_lines = expectations.lines;
   if (!scenario.report.empty()) {
     try {
-      cli::write_file_atomically(scenario.report, report_json(report).dump(2) + "\n");
+      files::write_atomically(scenario.report, report_json(report).dump(2) + "\n");
     } catch (const std::exception& e) {
       err << "parity check: --report " << scenario.report << ": " << e.what() << "\n";
       if (code == cli::kExitOk) code = cli::kExitBadInput;

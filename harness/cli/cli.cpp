@@ -1,4 +1,5 @@
 #include "harness/cli/cli.h"
+#include "harness/base/files.h"
 
 #include <unistd.h>
 
@@ -157,21 +158,6 @@ std::string one_error_line(const std::string& what) {
 }  // namespace
 
 void set_mutants_runner(MutantsRunner runner) { g_mutants_runner = runner; }
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path);
-  }
-}
 
 ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream& out,
                                  const LaunchOptions& options) {
@@ -402,7 +388,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       const std::string jsonl = trace_jsonl(result);
       const long long lines = static_cast<long long>(std::count(jsonl.begin(), jsonl.end(), '\n'));
       try {
-        write_file_atomically(config.trace, jsonl);
+        files::write_atomically(config.trace, jsonl);
         trace_note = ", trace " + config.trace + " (" + std::to_string(lines) + " records)";
       } catch (const std::exception& e) {
         err << who << ": --trace " << config.trace << ": " << e.what() << "\n";
@@ -441,7 +427,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       if (r.is_object()) r.erase("trace");
     report["launch"] = std::move(launched);
     try {
-      write_file_atomically(config.report, report.dump(2) + "\n");
+      files::write_atomically(config.report, report.dump(2) + "\n");
     } catch (const std::exception& e) {
       err << who << ": --report " << config.report << ": " << e.what() << "\n";
       if (code == kExitOk) code = kExitBadInput;

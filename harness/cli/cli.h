@@ -60,8 +60,4 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
 int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
                      const LaunchOptions& options = {}, bool* must_exit_now = nullptr);
 
-
-// Writes `text` to `path` via a temp file in the same directory and rename.
-void write_file_atomically(const std::string& path, const std::string& text);
-
 }  // namespace parity::cli

@@ -1,5 +1,6 @@
 #include "harness/parallel/launcher.h"
 
+#include "harness/base/files.h"
 #include "harness/parallel/code_path_faults.h"
 
 #include <arpa/inet.h>
@@ -20,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -38,7 +38,6 @@
 namespace parity {
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using RendezvousMaker = std::function<std::shared_ptr<Rendezvous>()>;
 
@@ -487,26 +486,6 @@ LaunchResult launch_env(const RunConfig& config, const RankProgram& program,
 
 // ---------------------------------------------------------------- processes
 
-bool write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out << text;
-    out.flush();
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string result_path(const std::string& dir, int rank) {
   return dir + "/result." + std::to_string(rank) + ".json";
 }
@@ -549,29 +528,8 @@ std::string self_executable() {
   return buf;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string templ = std::string(base && *base ? base : "/tmp") + "/parity-run-XXXXXX";
-    std::vector<char> buf(templ.begin(), templ.end());
-    buf.push_back('\0');
-    if (!::mkdtemp(buf.data()))
-      throw std::runtime_error("cannot create a temp dir under " + templ + ": " + std::strerror(errno));
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 void apply_worker_file(Slot& slot, const std::string& dir) {
-  const std::optional<std::string> text = read_file(result_path(dir, slot.rank));
+  const std::optional<std::string> text = files::read(result_path(dir, slot.rank));
   if (!text) return;
   try {
     const nlohmann::json j = nlohmann::json::parse(*text);
@@ -600,8 +558,8 @@ LaunchResult launch_processes(const RunConfig& config, const std::string& progra
   bool expect_crash = false;
   for (int r = 0; r < world; ++r) expect_crash = expect_crash || faults.rank_fault(r) == RankFaultKind::crash;
 
-  TempDir dir;
-  if (!write_file_atomically(dir.path() + "/config.json", to_json(config).dump()))
+  files::TempDir dir("parity-run");
+  if (!files::try_write_atomically(dir.path() + "/config.json", to_json(config).dump()))
     throw std::runtime_error("cannot write " + dir.path() + "/config.json");
   StatusMapping status(dir.path() + "/status", world, /*create=*/true);
   for (int r = 0; r < world; ++r) RankStatus::reset(status.record(r), r);
@@ -840,7 +798,7 @@ int run_rank_worker(int argc, char** argv) {
   }
   RunConfig config;
   try {
-    const std::optional<std::string> text = read_file(dir + "/config.json");
+    const std::optional<std::string> text = files::read(dir + "/config.json");
     if (!text) throw std::runtime_error("cannot read " + dir + "/config.json");
     config = run_config_from_json(nlohmann::json::parse(*text));
   } catch (const std::exception& e) {
@@ -891,7 +849,7 @@ int run_rank_worker(int argc, char** argv) {
     j["in_collective"] = end.in_collective;
     j["mismatch"] = end.mismatch;
   }
-  write_file_atomically(result_path(dir, rank), j.dump());
+  files::try_write_atomically(result_path(dir, rank), j.dump());
   // Exit without running static destructors of LibTorch/Gloo state.
   std::fflush(nullptr);
   std::_Exit(end.outcome == Outcome::ok ? 0 : 3);

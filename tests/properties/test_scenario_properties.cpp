@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "harness/checks/check.h"
+#include "harness/base/files.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
 #include "scenarios/generators.h"
@@ -51,7 +52,7 @@ void save_failure(const std::string& property, const Failure& f, const std::stri
   checks::ScenarioMeta meta;
   meta.about = {{"property", property}, {"reason", f.reason}};
   if (!reproduce.empty()) meta.about["reproduce"] = "RC_PARAMS=\"" + reproduce + "\"";
-  cli::write_file_atomically(std::string(dir) + "/" + property + ".json",
+  files::write_atomically(std::string(dir) + "/" + property + ".json",
                              checks::scenario_file_json(f.scenario, meta).dump(2) + "\n");
 }
 
