@@ -113,7 +113,9 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_NE(err.find("unknown metric 'nope'; known metrics: "), std::string::npos) << err;
   EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
             kExitBadInput);
-  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"), std::string::npos) << err;
+  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"),
+            std::string::npos)
+      << err;
 }
 
 checks::PropertyResult prop(const char* name, checks::Status s) {

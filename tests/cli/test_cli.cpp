@@ -144,7 +144,8 @@ TEST(CommandLine, ReportIsWrittenAtomically) {
   ASSERT_NE(d, nullptr);
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(d))
-    if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") names.push_back(e->d_name);
+    if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..")
+      names.push_back(e->d_name);
   ::closedir(d);
   EXPECT_EQ(names, std::vector<std::string>{"report.json"});
 }
