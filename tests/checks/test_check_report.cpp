@@ -2,20 +2,31 @@
 // the documented fields (docs/report-schema.md); scenario files and flags.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
+#include <dirent.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/base/files.h"
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
 
 namespace parity::cli {
 namespace {
+
+// Entries in `dir` besides . and .. (no <filesystem>: see harness/base/files.h).
+int entries_in(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return -1;
+  int n = 0;
+  while (const dirent* e = ::readdir(d))
+    if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") ++n;
+  ::closedir(d);
+  return n;
+}
 
 int run(std::vector<std::string> a, std::string* out_text = nullptr, std::string* err_text = nullptr) {
   a.insert(a.begin(), "parity");
@@ -38,13 +49,12 @@ TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
 }
 
 TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-check-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string scenario = (dir / "s.json").string();
+  const files::TempDir tmp("parity-check-test");
+  const std::string dir = tmp.path();
+  const std::string scenario = dir + "/s.json";
   std::ofstream(scenario) << R"({"tp": 2, "sp": true, "steps": 2, "recompute": "full-uniform",
     "metrics": ["layer-residual-contribution-l2", "global-output-logits-l2"]})";
-  const std::string path = (dir / "report.json").string();
+  const std::string path = dir + "/report.json";
   std::string out, err;
   ASSERT_EQ(run({"check", scenario, "--dp", "2", "--report", path}, &out, &err), kExitOk) << out << err;
   std::ifstream in(path);
@@ -77,16 +87,14 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
     for (const char* k : {"metric", "label", "run", "step", "value", "reference", "max_abs", "max_rel", "compared", "ok"})
       EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_TRUE(r["notes"].is_array());
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
-  fs::remove_all(dir);
+  EXPECT_EQ(entries_in(dir), 2);
 }
 
 TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-check-bad-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const files::TempDir tmp("parity-check-bad");
+  const std::string dir = tmp.path();
   auto write = [&](const char* name, const char* text) {
-    const std::string p = (dir / name).string();
+    const std::string p = dir + "/" + name;
     std::ofstream(p) << text;
     return p;
   };
@@ -97,7 +105,7 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_NE(err.find("\"tp\" = \"two\": expected an integer"), std::string::npos) << err;
   EXPECT_EQ(run({"check", write("trunc.json", R"({"tp": 2, "cp":)")}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("invalid JSON at byte 16"), std::string::npos) << err;
-  EXPECT_EQ(run({"check", (dir / "missing.json").string()}, &out, &err), kExitBadInput);
+  EXPECT_EQ(run({"check", dir + "/missing.json"}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("cannot read"), std::string::npos) << err;
   EXPECT_EQ(run({"check", write("rule.json", R"({"tp": 1, "sp": true})")}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("rule.json: \"sp\" = true: sequence parallelism requires tp > 1"), std::string::npos) << err;
@@ -105,8 +113,9 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_NE(err.find("unknown metric 'nope'; known metrics: "), std::string::npos) << err;
   EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
             kExitBadInput);
-  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"), std::string::npos) << err;
-  fs::remove_all(dir);
+  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"),
+            std::string::npos)
+      << err;
 }
 
 checks::PropertyResult prop(const char* name, checks::Status s) {
@@ -140,14 +149,13 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
 }
 
 TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-check-expect-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const files::TempDir tmp("parity-check-expect");
+  const std::string dir = tmp.path();
   const std::string small = R"("hidden": 16, "heads": 2, "ffn-hidden": 32, "seq": 8, "vocab": 32,
     "layers": 1, "micro-batch": 1, "microbatches": 1, "steps": 2, "tp": 2, "sp": true,
     "metrics": ["layer-residual-contribution-mean"], )";
   auto write = [&](const char* name, const std::string& expect) {
-    const std::string p = (dir / name).string();
+    const std::string p = dir + "/" + name;
     std::ofstream(p) << "{" << small << R"("expect": )" << expect << "}";
     return p;
   };
@@ -163,7 +171,6 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
   EXPECT_NE(out.find("expect sharded_reduction FAIL: met"), std::string::npos) << out;
   EXPECT_NE(out.find("check passed"), std::string::npos) << out;
   EXPECT_EQ(err.find("FAILED"), std::string::npos) << err;
-  fs::remove_all(dir);
 }
 
 // Dropout masks come from per-rank RNG streams, so a sharded run with dropout is

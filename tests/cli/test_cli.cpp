@@ -1,13 +1,13 @@
 #include <gtest/gtest.h>
 
-#include <unistd.h>
+#include <dirent.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/base/files.h"
 #include "harness/cli/cli.h"
 
 namespace parity::cli {
@@ -127,10 +127,8 @@ TEST(CommandLine, ExitCodes) {
 }
 
 TEST(CommandLine, ReportIsWrittenAtomically) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-cli-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / "report.json").string();
+  const files::TempDir dir("parity-cli-test");
+  const std::string path = dir.path() + "/report.json";
   Args args({"selfcheck", "--tp", "2", "--dp", "2", "--report", path});
   std::ostringstream out, err;
   ASSERT_EQ(run_command_line(args.argc(), args.argv.data(), out, err), kExitOk) << err.str();
@@ -142,8 +140,14 @@ TEST(CommandLine, ReportIsWrittenAtomically) {
   EXPECT_EQ(report["launch"]["results"].size(), 4u);
   EXPECT_TRUE(report["launch"]["ok"].get<bool>());
   // Only the report itself: the temp file was renamed over it.
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
-  fs::remove_all(dir);
+  DIR* d = ::opendir(dir.path().c_str());
+  ASSERT_NE(d, nullptr);
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d))
+    if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..")
+      names.push_back(e->d_name);
+  ::closedir(d);
+  EXPECT_EQ(names, std::vector<std::string>{"report.json"});
 }
 
 }  // namespace

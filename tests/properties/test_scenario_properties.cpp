@@ -12,7 +12,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 
 #include "harness/checks/check.h"
@@ -48,7 +47,7 @@ struct Failure {
 void save_failure(const std::string& property, const Failure& f, const std::string& reproduce) {
   const char* dir = std::getenv("PARITY_SAVE_FAILURES");
   if (!dir || !*dir) return;
-  std::filesystem::create_directories(dir);
+  files::create_directories(dir);
   checks::ScenarioMeta meta;
   meta.about = {{"property", property}, {"reason", f.reason}};
   if (!reproduce.empty()) meta.about["reproduce"] = "RC_PARAMS=\"" + reproduce + "\"";
@@ -152,9 +151,8 @@ TEST(ScenarioProperties, CollectiveSymmetry) { check_scenario_property("collecti
 // fails, PARITY_SAVE_FAILURES receives the shrunk scenario with its about
 // (property, reason, reproduce string), and `parity repro` replays it (exit 1).
 TEST(ScenarioPropertySuite, SavesTheShrunkFailureAndReproReplaysIt) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-save-failures-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const files::TempDir tmp("parity-save-failures");
+  const std::string dir = tmp.path() + "/saved";  // save_failure creates it
   ::setenv("PARITY_SAVE_FAILURES", dir.c_str(), 1);
   SearchOptions options;
   options.default_cases = 25;
@@ -165,7 +163,7 @@ TEST(ScenarioPropertySuite, SavesTheShrunkFailureAndReproReplaysIt) {
   ASSERT_FALSE(failure.empty()) << "sp-residual-mislabel was not caught";
   EXPECT_NE(failure.find("shrunk scenario: {"), std::string::npos) << failure;
   EXPECT_NE(failure.find("reproduce: RC_PARAMS=\"reproduce="), std::string::npos) << failure;
-  const std::string saved = (dir / "sharded_reduction.json").string();
+  const std::string saved = dir + "/sharded_reduction.json";
   checks::ScenarioMeta meta;
   const nlohmann::json j = checks::read_scenario_file(saved, &meta);
   EXPECT_EQ(meta.about["property"], "sharded_reduction");
@@ -176,7 +174,6 @@ TEST(ScenarioPropertySuite, SavesTheShrunkFailureAndReproReplaysIt) {
   EXPECT_EQ(cli::run_command_line(3, argv, out, err, launch_options()), cli::kExitPropertyFailed)
       << out.str() << err.str();
   EXPECT_NE(err.str().find("sharded_reduction FAILED"), std::string::npos) << err.str();
-  fs::remove_all(dir);
 }
 
 }  // namespace
