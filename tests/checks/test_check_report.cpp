@@ -4,12 +4,13 @@
 
 #include <unistd.h>
 
-#include <filesystem>
+#include <dirent.h>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/base/files.h"
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
@@ -28,6 +29,17 @@ int run(std::vector<std::string> a, std::string* out_text = nullptr, std::string
   return code;
 }
 
+// Entries of `dir` other than . and .. (opendir: no <filesystem>, harness/base/files.h).
+int entries(const std::string& dir) {
+  int n = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
 TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
   std::ostringstream out;
   const char* argv[] = {"parity", "check"};
@@ -38,13 +50,12 @@ TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
 }
 
 TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-check-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string scenario = (dir / "s.json").string();
+  const files::TempDir temp("parity-check-test");
+  const std::string dir = temp.path();
+  const std::string scenario = dir + "/s.json";
   std::ofstream(scenario) << R"({"tp": 2, "sp": true, "steps": 2, "recompute": "full-uniform",
     "metrics": ["layer-residual-contribution-l2", "global-output-logits-l2"]})";
-  const std::string path = (dir / "report.json").string();
+  const std::string path = dir + "/report.json";
   std::string out, err;
   ASSERT_EQ(run({"check", scenario, "--dp", "2", "--report", path}, &out, &err), kExitOk) << out << err;
   std::ifstream in(path);
@@ -77,16 +88,14 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
     for (const char* k : {"metric", "label", "run", "step", "value", "reference", "max_abs", "max_rel", "compared", "ok"})
       EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_TRUE(r["notes"].is_array());
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
-  fs::remove_all(dir);
+  EXPECT_EQ(entries(dir), 2) << "the scenario and the report, no temp file left";
 }
 
 TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-check-bad-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const files::TempDir temp("parity-check-bad");
+  const std::string dir = temp.path();
   auto write = [&](const char* name, const char* text) {
-    const std::string p = (dir / name).string();
+    const std::string p = dir + "/" + name;
     std::ofstream(p) << text;
     return p;
   };
@@ -97,7 +106,7 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_NE(err.find("\"tp\" = \"two\": expected an integer"), std::string::npos) << err;
   EXPECT_EQ(run({"check", write("trunc.json", R"({"tp": 2, "cp":)")}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("invalid JSON at byte 16"), std::string::npos) << err;
-  EXPECT_EQ(run({"check", (dir / "missing.json").string()}, &out, &err), kExitBadInput);
+  EXPECT_EQ(run({"check", dir + "/missing.json"}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("cannot read"), std::string::npos) << err;
   EXPECT_EQ(run({"check", write("rule.json", R"({"tp": 1, "sp": true})")}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("rule.json: \"sp\" = true: sequence parallelism requires tp > 1"), std::string::npos) << err;
@@ -106,7 +115,6 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
             kExitBadInput);
   EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"), std::string::npos) << err;
-  fs::remove_all(dir);
 }
 
 checks::PropertyResult prop(const char* name, checks::Status s) {
@@ -140,14 +148,13 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
 }
 
 TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("parity-check-expect-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const files::TempDir temp("parity-check-expect");
+  const std::string dir = temp.path();
   const std::string small = R"("hidden": 16, "heads": 2, "ffn-hidden": 32, "seq": 8, "vocab": 32,
     "layers": 1, "micro-batch": 1, "microbatches": 1, "steps": 2, "tp": 2, "sp": true,
     "metrics": ["layer-residual-contribution-mean"], )";
   auto write = [&](const char* name, const std::string& expect) {
-    const std::string p = (dir / name).string();
+    const std::string p = dir + "/" + name;
     std::ofstream(p) << "{" << small << R"("expect": )" << expect << "}";
     return p;
   };
@@ -155,7 +162,10 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
   // graph_replay is SKIP without graphs: an expected PASS is not met.
   EXPECT_EQ(run({"check", write("unmet.json", R"({"graph_replay": "PASS"})")}, &out, &err),
             kExitPropertyFailed) << out << err;
-  EXPECT_NE(out.find("expect graph_replay PASS: not met: it is SKIP"), std::string::npos) << out;
+  EXPECT_NE(out.find("expect graph_replay PASS: not met: it is SKIP (the scenario has no graphs; "
+                     "to make it compare: use --graphs per-layer"),
+            std::string::npos) << out;
+  EXPECT_NE(err.find("parity check: expect graph_replay PASS: not met"), std::string::npos) << err;
   // An expected FAIL that happens is not an error.
   EXPECT_EQ(run({"check", write("fail.json", R"({"sharded_reduction": "FAIL", "graph_replay": "SKIP"})"),
                  "--inject", "sp-residual-mislabel"}, &out, &err),
@@ -163,7 +173,6 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
   EXPECT_NE(out.find("expect sharded_reduction FAIL: met"), std::string::npos) << out;
   EXPECT_NE(out.find("check passed"), std::string::npos) << out;
   EXPECT_EQ(err.find("FAILED"), std::string::npos) << err;
-  fs::remove_all(dir);
 }
 
 // Dropout masks come from per-rank RNG streams, so a sharded run with dropout is
@@ -214,6 +223,45 @@ TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
   for (const char* a : {"--graphs", "full-iteration", "--steps", "3"}) full.push_back(a);
   EXPECT_EQ(run(full, &out, &err), kExitPropertyFailed) << out << err;
   EXPECT_NE(out.find("graph_replay          FAIL   (b)"), std::string::npos) << out;
+}
+
+// Issue 10: under full-iteration graphs (a) runs without metrics, yet the
+// header describes the scenario as given, not run (c).
+TEST(CheckHeader, DescribesTheScenarioAsGiven) {
+  RunConfig s = checks::default_check_scenario();
+  s.graphs = GraphOption::full_iteration;
+  const checks::CheckPlan plan = checks::plan_check(s);
+  ASSERT_TRUE(plan.a.metrics.empty());
+  const std::string header = checks::check_header(s, plan, "embedded default");
+  EXPECT_NE(header.find("recompute " + s.recompute + ", graphs full-iteration (warmup 1)"),
+            std::string::npos) << header;
+  EXPECT_NE(header.find(std::to_string(plan.c.metrics.size()) + " metric(s)"), std::string::npos)
+      << header;
+  EXPECT_EQ(header.find("graphs none"), std::string::npos) << header;
+}
+
+// Issue 10's vacuous pass, end to end: full-iteration graphs with the embedded
+// default's 2 steps and warmup 1 replay nothing: graph_replay is SKIP, and
+// parity check says how to make it compare.
+TEST(CheckCommand, FullIterationWithoutAReplayStepIsSkipWithAHint) {
+  std::string out, err;
+  const std::vector<std::string> flags = {"check", "--tp", "2", "--cp", "1", "--dp", "1",
+      "--sp=false", "--hidden", "16", "--heads", "2", "--ffn-hidden", "32", "--seq", "8",
+      "--vocab", "8", "--layers", "1", "--micro-batch", "1", "--microbatches", "1",
+      "--recompute", "none", "--graphs", "full-iteration",
+      "--metrics", "layer-residual-contribution-l2"};
+  EXPECT_EQ(run(flags, &out, &err), kExitOk) << out << err;
+  EXPECT_NE(out.find("recompute none, graphs full-iteration (warmup 1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("graph_replay          SKIP"), std::string::npos) << out;
+  EXPECT_NE(out.find("no step after the capture"), std::string::npos) << out;
+  EXPECT_NE(out.find("to make it compare: use --steps 3"), std::string::npos) << out;
+}
+
+TEST(CheckOutcome, VerdictsMapToTheDocumentedExitCodes) {
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::passed), kExitOk);
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::property_failed), kExitPropertyFailed);
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::bad_report), kExitBadInput);
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::rank_failure), kExitRankFailure);
 }
 
 }  // namespace
