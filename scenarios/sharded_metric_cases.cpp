@@ -191,7 +191,8 @@ nlohmann::json to_json(const ShardedMetricCase& c) {
     if ((axis == Axis::tp ? c.tp : axis == Axis::cp ? c.cp : c.dp) == 1) continue;
     switch (a.holding) {
       case AxisHolding::shard:
-        j[name] = nlohmann::json{{"placement", "Shard(" + std::to_string(dim) + ")"}, {"split", a.split}};
+        j[name + "-placement"] = "Shard(" + std::to_string(dim) + ")";
+        j[name + "-split"] = a.split;
         break;
       case AxisHolding::replica: j[name + "-placement"] = "Replica"; break;
       case AxisHolding::owned: j[name + "-placement"] = "Owned(" + std::to_string(a.owner) + ")"; break;

@@ -29,7 +29,8 @@ std::vector<std::string> code_path_faults(const std::vector<std::string>& inject
 std::string describe(const RunConfig& c) {
   std::string s = "tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) + " x dp " +
                   std::to_string(c.dp) + (c.sp ? " (sp)" : "") + ", " + std::to_string(c.layers) +
-                  " layer(s), " + std::string(to_string(c.dtype)) + ", recompute " + c.recompute;
+                  " layer(s), " + std::string(to_string(c.dtype)) +
+                  (c.fp32_residual ? " (fp32 residual stream)" : "") + ", recompute " + c.recompute;
   if (c.recompute == "full-uniform" || c.recompute == "full-block")
     s += " (" + std::to_string(c.recompute_layers) + ")";
   s += ", graphs " + std::string(to_string(c.graphs));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "harness/checks/check.h"
@@ -18,6 +19,7 @@
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
 #include "scenarios/generators.h"
+#include "scenarios/quiet_listener.h"
 
 namespace parity {
 namespace {
@@ -134,6 +136,41 @@ RC_GTEST_PROP(ScenarioGenerators, EveryScenarioIsValid, ()) {
   RC_ASSERT(!scenario.metrics.empty());
   RC_ASSERT(scenario.launch != LaunchMode::processes || scenario.world_size() <= 2);
   RC_TAG(std::string(to_string(scenario.graphs)), std::string(to_string(scenario.recompute_spec().kind)));
+}
+
+// Issue 10: the generators cover every dtype with and without an fp32
+// residual stream against every recompute kind (and every selective module),
+// so the suite meets combinations such as fp64 + fp32 residual + selective
+// layernorm (judged with fp32 tolerances: harness/checks/tolerance.h).
+TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
+  std::set<std::string> seen;
+  rc::detail::TestParams params;
+  params.seed = 20261204;
+  params.maxSuccess = 4000;
+  params.disableShrinking = true;
+  rc::detail::TestMetadata metadata;
+  metadata.id = "ScenarioGenerators/coverage";
+  scenarios::QuietListener quiet;
+  rc::detail::checkProperty(
+      rc::detail::toProperty([&] {
+        const RunConfig c = *scenarios::gen_scenario();
+        const std::string prefix = std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
+        if (c.recompute.rfind("selective:", 0) == 0) {
+          for (const char* module : {"core_attn", "layernorm", "mlp"})
+            if (c.recompute.find(module) != std::string::npos)
+              seen.insert(prefix + "selective:" + module);
+        } else {
+          seen.insert(prefix + c.recompute);
+        }
+      }),
+      metadata, params, quiet);
+  std::vector<std::string> missing;
+  for (const char* dtype : {"fp32", "fp64", "bf16"})
+    for (const char* residual : {" ", "+fp32-residual "})
+      for (const char* kind : {"none", "full-uniform", "full-block", "selective:core_attn",
+                               "selective:layernorm", "selective:mlp"})
+        if (!seen.count(std::string(dtype) + residual + kind)) missing.push_back(std::string(dtype) + residual + kind);
+  EXPECT_TRUE(missing.empty()) << "never generated: " << ::testing::PrintToString(missing);
 }
 
 TEST(ScenarioProperties, ExactlyOnce) { check_scenario_property("exactly_once", kCases); }

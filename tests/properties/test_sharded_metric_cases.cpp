@@ -83,6 +83,9 @@ TEST_P(ShardedMetricCasesReplicaOvercount, is_caught_with_replica_on_the_axis) {
       "ShardedMetricCases/replica_overcount_on_" + std::string(to_string(axis)),
       [&] {
         ShardedMetricCase c = *gen_sharded_metric_case(axis, AxisHolding::replica);
+        // Only this axis is Replica: the catch is this axis's.
+        for (Axis other : kModelAxes)
+          RC_PRE(other == axis || c.axis(other).holding != AxisHolding::replica);
         c.inject = {"replica-overcount"};
         const ShardedMetricOutcome o = check_sharded_metric_case(c);
         RC_ASSERT(o.rank_failure.empty());

@@ -156,7 +156,7 @@ std::int64_t compare_observations(const CheckRun& a, const CheckRun& c, Property
 }
 
 void compare_losses(const CheckRun& a, const CheckRun& c, PropertyResult& p,
-                    std::int64_t identical, double tol) {
+                    std::int64_t identical, double tol, const std::string& basis) {
   for (std::size_t r = 0; r < a.ranks.size() && r < c.ranks.size(); ++r)
     for (std::size_t s = 0; s < a.ranks[r].steps.size() && s < c.ranks[r].steps.size(); ++s) {
       const StepData &x = a.ranks[r].steps[s], &y = c.ranks[r].steps[s];
@@ -165,7 +165,7 @@ void compare_losses(const CheckRun& a, const CheckRun& c, PropertyResult& p,
         if (!within(x.loss, y.loss, tol, &ae, &re))
           fail(p, "(" + a.name + ") rank " + std::to_string(r) + " step " + std::to_string(s) +
                       ": loss " + num(x.loss) + " vs (" + c.name + ") " + num(y.loss) + " (rel " +
-                      num(re) + " > " + num(tol) + ")");
+                      num(re) + " > " + (basis.empty() ? "" : basis + " rel ") + num(tol) + ")");
         continue;
       }
       if (!(x.loss == y.loss || (std::isnan(x.loss) && std::isnan(y.loss))))

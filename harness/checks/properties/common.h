@@ -39,8 +39,9 @@ std::int64_t compare_observations(const CheckRun& a, const CheckRun& c, Property
                                   const std::function<bool(const ObsKey&)>& keep);
 // Losses and logits bitwise for steps < identical; later steps (weights updated
 // with gradients that differ by rounding) compare losses within `tol`.
+// `basis` names the tolerance's precision in a FAIL ("fp32 (fp64 model, ...)").
 void compare_losses(const CheckRun& a, const CheckRun& c, PropertyResult& p,
-                    std::int64_t identical = 1 << 30, double tol = 0);
+                    std::int64_t identical = 1 << 30, double tol = 0, const std::string& basis = "");
 // Metric values of `a` against `c`, bitwise, for steps with identical weights;
 // `keep(step, kind)` filters.
 std::int64_t compare_metrics_exact(const CheckRun& a, const CheckRun& c, PropertyResult& p,

@@ -95,7 +95,8 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
              ") after the capture step absent in (" + a.name + ")";
   }
   const Tolerances tolerances = tolerances_for(config);
-  compare_losses(a, c, p, steps_with_identical_weights(a, c), tolerances.gradient);
+  compare_losses(a, c, p, steps_with_identical_weights(a, c), tolerances.gradient,
+                 tolerances.basis);
   if (p.status == Status::pass) p.reason = p.note + "; losses equal";
   p.max_abs = 0;
   p.max_rel = 0;

@@ -27,7 +27,7 @@ PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c) 
       a, c, p, [&](const ObsKey& k) { return std::get<1>(k) < identical; });
   // The trace is always recorded: no observation means the sites went silent.
   if (obs == 0) fail(p, "no step observation to compare (no trace?)");
-  compare_losses(a, c, p, identical, tol);
+  compare_losses(a, c, p, identical, tol, tolerances.basis);
   compare_metrics_exact(a, c, p, [](std::int64_t, const std::string&) { return true; });
   ErrorTracker err;
   std::int64_t grads = 0, bitwise = 0;
