@@ -256,8 +256,11 @@ ExpectationCheck compare_expectations(const std::vector<PropertyResult>& propert
     out.ok = out.ok && met;
     std::string line = "expect " + p.name + " " + it->second + (met ? ": met" : ": not met: it is " + actual);
     // A SKIP compared nothing: say why and how to make it compare.
-    if (!met && p.status == Status::skip)
-      line += " (" + p.reason + (p.hint.empty() ? "" : "; to make it compare: " + p.hint) + ")";
+    if (!met && p.status == Status::skip && !(p.reason.empty() && p.hint.empty())) {
+      std::string why = p.reason;
+      if (!p.hint.empty()) why += (why.empty() ? "" : "; ") + std::string("to make it compare: ") + p.hint;
+      line += " (" + why + ")";
+    }
     out.lines.push_back(line);
   }
   // An expectation naming a property that was not evaluated (graph_replay

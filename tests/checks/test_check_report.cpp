@@ -140,6 +140,17 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
   EXPECT_EQ(e.lines[0], "expect graph_replay PASS: not met: it is SKIP");
   EXPECT_EQ(e.lines[1], "expect determinism PASS: met");
 
+  // Issue 10: a SKIP meets only an expected SKIP; the line says why and how to compare.
+  checks::PropertyResult skipped = prop("graph_replay", Status::skip);
+  skipped.reason = "no step after the capture";
+  skipped.hint = "use --steps 3";
+  e = checks::compare_expectations({skipped}, {{"graph_replay", "PASS"}});
+  EXPECT_FALSE(e.ok);
+  ASSERT_EQ(e.lines.size(), 1u);
+  EXPECT_EQ(e.lines[0], "expect graph_replay PASS: not met: it is SKIP (no step after the capture; "
+                        "to make it compare: use --steps 3)");
+  EXPECT_TRUE(checks::compare_expectations({skipped}, {{"graph_replay", "SKIP"}}).ok);
+
   e = checks::compare_expectations(props, {{"exactly_once", "FAIL"}, {"collective_symmetry", "PASS"}});
   EXPECT_FALSE(e.ok);  // not evaluated
   EXPECT_EQ(e.lines.back(), "expect collective_symmetry PASS: not met: it was not evaluated");
