@@ -41,7 +41,8 @@ struct Verdict {
 };
 
 // One rapidcheck search over `gen` with the fault injected, until `judge`
-// reports a FAIL; shrinking is bounded by o.shrink_seconds. Adds to `row`.
+// reports a FAIL; shrinking is bounded by o.shrink_steps candidates (a count,
+// not a time: the shrunk case is the same on every run). Adds to `row`.
 template <typename Case>
 void search(Row& row, const cli::MutantsOptions& o, const rc::Gen<Case>& gen,
             const std::function<Verdict(Case&)>& judge,
@@ -49,7 +50,7 @@ void search(Row& row, const cli::MutantsOptions& o, const rc::Gen<Case>& gen,
   const auto start = Clock::now();
   QuietListener quiet;
   bool failed_once = false;
-  Clock::time_point first_failure;
+  int shrink_steps = 0;  // candidates tried since the first failure
   rc::detail::TestParams params;
   params.seed = o.seed;
   params.maxSuccess = o.cases;
@@ -59,16 +60,15 @@ void search(Row& row, const cli::MutantsOptions& o, const rc::Gen<Case>& gen,
   const auto result = rc::detail::checkProperty(
       rc::detail::toProperty([&] {
         Case c = *gen;
-        // Shrinking is bounded: past the deadline a candidate counts as not
+        // Shrinking is bounded: past the budget a candidate counts as not
         // failing, so the last failing one stays the counterexample.
-        if (failed_once && since(first_failure) > o.shrink_seconds) return;
+        if (failed_once && ++shrink_steps > o.shrink_steps) return;
         ++row.cases;
         const Verdict v = judge(c);
         if (v.rank_failure) ++row.rank_failures;
         if (v.by.empty()) return;
         if (!failed_once) {
           failed_once = true;
-          first_failure = Clock::now();
           row.seconds_to_catch = row.seconds + since(start);
         }
         row.by = v.by;
@@ -85,7 +85,7 @@ Verdict judge_scenario(RunConfig& scenario, const std::string& fault) {
   scenario.inject = {fault};
   const checks::CheckOutcome outcome = checks::execute_check(scenario, "mutants");
   Verdict v;
-  if (outcome.exit_code == 3) {
+  if (outcome.verdict == checks::CheckVerdict::rank_failure) {
     v.rank_failure = true;
     return v;
   }
@@ -156,7 +156,7 @@ int run_mutants(const cli::MutantsOptions& o, std::ostream& out, std::ostream& e
   }
   out << "parity mutants: " << faults.size() << " fault(s), up to " << o.cases
       << " generated scenario(s) each, seed " << o.seed << ", shrinking up to "
-      << secs(o.shrink_seconds) << " s" << std::endl;
+      << o.shrink_steps << " candidate(s)" << std::endl;
   std::vector<Row> rows;
   for (const CodePathFaultInfo* f : faults) {
     rows.push_back(hunt(*f, o));

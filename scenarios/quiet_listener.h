@@ -19,20 +19,21 @@ struct QuietListener : rc::detail::TestListener {
 };
 
 // A rapidcheck search whose failure is the point (a "the property catches the
-// fault" test): runs `property` quietly with RC_PARAMS's settings.
+// fault" test): runs `property` quietly with RC_PARAMS's settings (or `params`).
 struct QuietSearch {
   bool failed = false;
   std::string message;  // rapidcheck's result text: the shrunk case, the reproduce string
 };
 template <typename Property>
-QuietSearch search_quietly(const std::string& id, Property&& property) {
+QuietSearch search_quietly(const std::string& id, Property&& property,
+                           const rc::detail::TestParams& params = rc::detail::configuration().testParams) {
   rc::detail::TestMetadata metadata;
   metadata.id = id;
   metadata.description = id;
   QuietListener listener;
   const rc::detail::TestResult result =
       rc::detail::checkProperty(rc::detail::toProperty(std::forward<Property>(property)), metadata,
-                                rc::detail::configuration().testParams, listener);
+                                params, listener);
   std::ostringstream message;
   rc::detail::printResultMessage(result, message);
   return {result.template is<rc::detail::FailureResult>(), message.str()};

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <ostream>
 
 #include "harness/metrics/collector.h"
@@ -97,25 +98,46 @@ std::map<std::string, double> expected(const ShardedMetricCase& c) {
 std::mutex g_case_mutex;
 const ShardedMetricCase* g_case = nullptr;
 
+// What rank `index` of an axis holds of `x` (its input from the axes before).
+// A placeholder (Owned, not the owner) has the shape of the value and contents
+// that would change every statistic if they were counted.
+at::Tensor hold(const at::Tensor& x, const AxisCase& a, std::int64_t dim, int index) {
+  switch (a.holding) {
+    case AxisHolding::shard: return piece(x, dim, a.split, index);
+    case AxisHolding::replica: return x;
+    case AxisHolding::owned: return index == a.owner ? x : at::full_like(x, 1e6);
+  }
+  return x;
+}
+
+Placement placement_of(const AxisCase& a, std::int64_t dim) {
+  switch (a.holding) {
+    case AxisHolding::shard: return Shard{dim};
+    case AxisHolding::replica: return Replica{};
+    case AxisHolding::owned: return Owned{a.owner};
+  }
+  return Replica{};
+}
+
 nlohmann::json run_case_rank(RankContext& ctx) {
   const ShardedMetricCase& c = *g_case;
   const RankCoordinates& co = ctx.coordinates;
   at::Tensor mine = full_tensor(c);
-  if (c.dp > 1) mine = piece(mine, 1, c.dp_split, co.dp);
+  if (c.dp > 1) mine = hold(mine, c.dp_axis, 1, co.dp);
   const std::int64_t local_batch = mine.size(1);
   const std::vector<std::int64_t> microbatches =
       c.microbatches == 1 ? std::vector<std::int64_t>{local_batch}
                           : std::vector<std::int64_t>{local_batch - local_batch / 2, local_batch / 2};
   AxisPlacements placements;
-  if (c.tp > 1 && !c.tp_replica) placements.at(Axis::tp) = Shard{c.tp_dim};
-  if (c.cp > 1) placements.at(Axis::cp) = Shard{0};
-  if (c.dp > 1) placements.at(Axis::dp) = Shard{1};
+  if (c.tp > 1) placements.at(Axis::tp) = placement_of(c.tp_axis, c.tp_dim);
+  if (c.cp > 1) placements.at(Axis::cp) = placement_of(c.cp_axis, 0);
+  if (c.dp > 1) placements.at(Axis::dp) = placement_of(c.dp_axis, 1);
   MetricCollector collector(metrics_of(c), ctx.topology, ctx.rank);
   const MetricSite site{"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator};
   for (int m = 0; m < static_cast<int>(microbatches.size()); ++m) {
     at::Tensor x = piece(mine, 1, microbatches, m);
-    if (c.cp > 1) x = piece(x, 0, c.cp_split, co.cp);
-    if (c.tp > 1 && !c.tp_replica) x = piece(x, c.tp_dim, c.tp_split, co.tp);
+    if (c.cp > 1) x = hold(x, c.cp_axis, 0, co.cp);
+    if (c.tp > 1) x = hold(x, c.tp_axis, c.tp_dim, co.tp);
     collector.observe_placed(site, x.contiguous(), placements, 1, {0, m, GraphPhase::eager});
   }
   MetricExecutor executor(ctx.groups);
@@ -147,42 +169,91 @@ const std::vector<std::string>& sharded_case_statistics() {
   return names;
 }
 
+std::string_view to_string(AxisHolding holding) {
+  switch (holding) {
+    case AxisHolding::shard: return "Shard";
+    case AxisHolding::replica: return "Replica";
+    case AxisHolding::owned: return "Owned";
+  }
+  return "?";
+}
+
+const AxisCase& ShardedMetricCase::axis(Axis a) const {
+  return a == Axis::tp ? tp_axis : a == Axis::cp ? cp_axis : dp_axis;
+}
+
 nlohmann::json to_json(const ShardedMetricCase& c) {
-  nlohmann::json j = {{"tp", c.tp},           {"cp", c.cp},         {"dp", c.dp},
-                      {"shape", {c.seq, c.batch, c.hidden}},
-                      {"tp-placement", c.tp_replica ? "Replica" : "Shard(" + std::to_string(c.tp_dim) + ")"},
-                      {"tp-split", c.tp_split}, {"cp-split", c.cp_split}, {"dp-split", c.dp_split},
-                      {"microbatches", c.microbatches}, {"statistics", c.statistics},
-                      {"seed", c.seed}};
-  if (c.tp_replica) j.erase("tp-split");  // unused under Replica
+  nlohmann::json j = {{"tp", c.tp}, {"cp", c.cp}, {"dp", c.dp}, {"shape", {c.seq, c.batch, c.hidden}}};
+  const std::pair<Axis, int> dims[] = {{Axis::tp, c.tp_dim}, {Axis::cp, 0}, {Axis::dp, 1}};
+  for (const auto& [axis, dim] : dims) {
+    const AxisCase& a = c.axis(axis);
+    const std::string name(parity::to_string(axis));
+    if ((axis == Axis::tp ? c.tp : axis == Axis::cp ? c.cp : c.dp) == 1) continue;
+    switch (a.holding) {
+      case AxisHolding::shard:
+        j[name + "-placement"] = "Shard(" + std::to_string(dim) + ")";
+        j[name + "-split"] = a.split;
+        break;
+      case AxisHolding::replica: j[name + "-placement"] = "Replica"; break;
+      case AxisHolding::owned: j[name + "-placement"] = "Owned(" + std::to_string(a.owner) + ")"; break;
+    }
+  }
+  j["microbatches"] = c.microbatches;
+  j["statistics"] = c.statistics;
+  j["seed"] = c.seed;
   if (!c.inject.empty()) j["inject"] = c.inject;
   return j;
 }
 
 void showValue(const ShardedMetricCase& c, std::ostream& os) { os << to_json(c).dump(); }
 
+namespace {
+
+// One axis of `size` ranks over a dim of `n`: Shard (first, the simplest),
+// Replica or Owned; `forced` fixes the holding.
+AxisCase pick_axis(int size, std::int64_t n, std::optional<AxisHolding> forced) {
+  AxisCase a;
+  if (size == 1) return a;
+  const std::int64_t r = below(4);
+  a.holding = forced ? *forced : r < 2 ? AxisHolding::shard : r == 2 ? AxisHolding::replica : AxisHolding::owned;
+  if (a.holding == AxisHolding::shard) a.split = uneven_split(n, size);
+  if (a.holding == AxisHolding::owned) a.owner = static_cast<int>(below(size));
+  return a;
+}
+
+ShardedMetricCase build_case(std::optional<Axis> forced_axis, std::optional<AxisHolding> forced) {
+  ShardedMetricCase c;
+  c.tp = 1 + static_cast<int>(below(3));  // world <= 12
+  c.cp = 1 + static_cast<int>(below(2));
+  c.dp = 1 + static_cast<int>(below(2));
+  if (forced_axis == Axis::tp) c.tp = std::max(c.tp, 2);
+  if (forced_axis == Axis::cp) c.cp = 2;
+  if (forced_axis == Axis::dp) c.dp = 2;
+  auto holding_for = [&](Axis a) { return forced_axis == a ? forced : std::nullopt; };
+  c.seq = 1 + below(8);
+  c.batch = 1 + below(4);
+  c.hidden = 1 + below(6);
+  c.tp_dim = below(2) == 0 ? 0 : 2;
+  c.dp_axis = pick_axis(c.dp, c.batch, holding_for(Axis::dp));
+  c.cp_axis = pick_axis(c.cp, c.seq, holding_for(Axis::cp));
+  // Under a cp Shard the sequence pieces differ per cp rank, so one tp split
+  // of the sequence cannot fit them all: tp then splits the hidden dim.
+  if (c.cp > 1 && c.cp_axis.holding == AxisHolding::shard && c.tp_dim == 0) c.tp_dim = 2;
+  c.tp_axis = pick_axis(c.tp, c.tp_dim == 0 ? c.seq : c.hidden, holding_for(Axis::tp));
+  c.microbatches = 1 + static_cast<int>(below(2));
+  c.statistics = sharded_case_statistics();
+  c.seed = 1 + static_cast<std::uint64_t>(below(1000));
+  return c;
+}
+
+}  // namespace
+
 rc::Gen<ShardedMetricCase> gen_sharded_metric_case() {
-  return gen::exec([] {
-    ShardedMetricCase c;
-    c.tp = 1 + static_cast<int>(below(3));  // world <= 12
-    c.cp = 1 + static_cast<int>(below(2));
-    c.dp = 1 + static_cast<int>(below(2));
-    c.seq = 1 + below(8);
-    c.batch = 1 + below(4);
-    c.hidden = 1 + below(6);
-    c.tp_replica = c.tp > 1 && below(3) == 0;
-    c.tp_dim = below(2) == 0 ? 0 : 2;
-    c.dp_split = uneven_split(c.batch, c.dp);
-    c.cp_split = uneven_split(c.seq, c.cp);
-    // Under cp the sequence pieces differ per cp rank, so one tp split of the
-    // sequence cannot fit them all: tp then splits the hidden dim.
-    if (c.cp > 1 && c.tp_dim == 0) c.tp_dim = 2;
-    c.tp_split = uneven_split(c.tp_dim == 0 ? c.seq : c.hidden, c.tp);
-    c.microbatches = 1 + static_cast<int>(below(2));
-    c.statistics = sharded_case_statistics();
-    c.seed = 1 + static_cast<std::uint64_t>(below(1000));
-    return c;
-  });
+  return gen::exec([] { return build_case(std::nullopt, std::nullopt); });
+}
+
+rc::Gen<ShardedMetricCase> gen_sharded_metric_case(Axis axis, AxisHolding holding) {
+  return gen::exec([axis, holding] { return build_case(axis, holding); });
 }
 
 ShardedMetricOutcome check_sharded_metric_case(const ShardedMetricCase& c) {

@@ -9,7 +9,7 @@
 #include "harness/checks/properties.h"
 #include "harness/checks/report.h"
 #include "harness/checks/scenario.h"
-#include "harness/cli/cli.h"
+#include "harness/metrics/collector.h"
 #include "harness/model/training_step.h"
 
 namespace parity::checks {
@@ -29,7 +29,8 @@ std::vector<std::string> code_path_faults(const std::vector<std::string>& inject
 std::string describe(const RunConfig& c) {
   std::string s = "tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) + " x dp " +
                   std::to_string(c.dp) + (c.sp ? " (sp)" : "") + ", " + std::to_string(c.layers) +
-                  " layer(s), " + std::string(to_string(c.dtype)) + ", recompute " + c.recompute;
+                  " layer(s), " + std::string(to_string(c.dtype)) +
+                  (c.fp32_residual ? " (fp32 residual stream)" : "") + ", recompute " + c.recompute;
   if (c.recompute == "full-uniform" || c.recompute == "full-block")
     s += " (" + std::to_string(c.recompute_layers) + ")";
   s += ", graphs " + std::string(to_string(c.graphs));
@@ -105,6 +106,34 @@ CheckPlan plan_check(const RunConfig& scenario) {
   return p;
 }
 
+std::string check_header(const RunConfig& scenario, const CheckPlan& plan, const std::string& source) {
+  // (a) may run without metrics (full-iteration graphs) and (c) without the
+  // scenario's recompute and graphs: describe the scenario, count what is compared.
+  RunConfig shown = scenario;
+  shown.metrics = plan.c.metrics;
+  return "parity check (" + source + "): " + describe(shown);
+}
+
+std::string_view to_string(CheckVerdict verdict) {
+  switch (verdict) {
+    case CheckVerdict::passed: return "passed";
+    case CheckVerdict::property_failed: return "property failed";
+    case CheckVerdict::bad_report: return "bad report";
+    case CheckVerdict::rank_failure: return "rank failure";
+  }
+  return "?";
+}
+
+int exit_code(CheckVerdict verdict) {
+  switch (verdict) {
+    case CheckVerdict::passed: return 0;
+    case CheckVerdict::property_failed: return 1;
+    case CheckVerdict::bad_report: return 2;
+    case CheckVerdict::rank_failure: return 3;
+  }
+  return 3;
+}
+
 const PropertyResult* CheckOutcome::property(const std::string& name) const {
   for (const PropertyResult& p : report.properties)
     if (p.name == name) return &p;
@@ -122,13 +151,12 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
   report.scenario = scenario;
   report.notes = plan.notes;
   if (progress) {
-    *progress << "parity check (" << source << "): "
-              << describe(plan.a.metrics.empty() ? plan.c : plan.a) << std::endl;
+    *progress << check_header(scenario, plan, source) << std::endl;
     for (const std::string& n : plan.notes) *progress << "  note: " << n << std::endl;
   }
-  auto finish = [&](int code) {
-    outcome.exit_code = code;
-    report.exit_code = code;
+  auto finish = [&](CheckVerdict verdict) {
+    outcome.verdict = verdict;
+    report.exit_code = exit_code(verdict);
     report.wall_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return outcome;
@@ -155,17 +183,21 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     } catch (const std::exception& e) {
       outcome.failure =
           "parity check: run (" + p.name + ") could not launch: " + one_line(e.what()) + "\n";
-      return finish(cli::kExitRankFailure);
+      return finish(CheckVerdict::rank_failure);
     }
     report.runs.emplace_back(p.name, p.config);
     report.run_titles.emplace_back(p.name, p.title);
     report.run_seconds.push_back(result.wall_seconds);
     if (!result.ok()) {
-      const std::string text = result.failure->text();
       // The collector's storage rule (a graph's static buffer must not be kept),
       // in whichever run collects metrics first: graph_replay's FAIL, not a crash.
-      if (text.find("shares storage with the observed tensor") != std::string::npos) {
-        alias_failure = "prepared metric state aliases an observed tensor: " + one_line(text, 300);
+      bool aliasing = false;
+      for (const RankFailure& f : result.failure->ranks)
+        aliasing = aliasing || metric_failure_in(f.detail) ==
+                                   MetricFailure::prepared_state_aliases_observation;
+      if (aliasing) {
+        alias_failure = "prepared metric state aliases an observed tensor: " +
+                        one_line(result.failure->text(), 300);
         alias_run = p.name;
         if (progress) *progress << "run (" << p.name << ") " << p.title << ": FAILED (aliasing)" << std::endl;
         break;
@@ -173,13 +205,13 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
       outcome.failure = "parity check: run (" + p.name + ") " + p.title + " failed:\n";
       for (const std::string& line : result.failure->lines()) outcome.failure += line + "\n";
       outcome.must_exit_now = result.failure->abandoned_threads;
-      return finish(cli::kExitRankFailure);
+      return finish(CheckVerdict::rank_failure);
     }
     try {
       runs.push_back(check_run_from(p.name, p.title, p.config, result.results));
     } catch (const std::exception& e) {
       outcome.failure = "parity check: " + std::string(e.what()) + "\n";
-      return finish(cli::kExitRankFailure);
+      return finish(CheckVerdict::rank_failure);
     }
     if (progress)
       *progress << "run (" << p.name << ") " << p.title << ": " << p.config.world_size()
@@ -187,35 +219,27 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
   }
 
   if (!alias_failure.empty()) {
-    PropertyResult g;
-    g.name = "graph_replay";
-    g.compared = "(" + alias_run + ")";
-    g.status = Status::fail;
-    g.reason = alias_failure;
-    report.properties.push_back(g);
+    report.properties.push_back(graph_replay_alias_failure(alias_run, alias_failure));
   } else {
     auto run_named = [&](const char* name) -> const CheckRun* {
       for (const CheckRun& r : runs)
         if (r.name == name) return &r;
       return nullptr;
     };
-    const CheckRun &a = runs[0], &b = runs[1], &c = runs[2], &a2 = runs[3];
-    const CheckRun* d = run_named("d");
-    const CheckRun* e = run_named("e");
-    report.properties.push_back(check_exactly_once({&a, &b, &c}));
-    report.properties.push_back(check_recompute_invariance(a, c));
-    report.properties.push_back(check_sharded_reduction(
-        b, e ? std::vector<const CheckRun*>{e} : std::vector<const CheckRun*>{&a, &c},
-        &report.metrics));
-    report.properties.push_back(check_graph_replay(a, d ? *d : c));
-    report.properties.push_back(check_determinism(a, a2));
-    std::vector<const CheckRun*> all;
-    for (const CheckRun& r : runs) all.push_back(&r);
-    report.properties.push_back(check_collective_symmetry(all));
+    CheckRuns view;
+    view.a = &runs[0];
+    view.b = &runs[1];
+    view.c = &runs[2];
+    view.a2 = &runs[3];
+    view.d = run_named("d");
+    view.e = run_named("e");
+    for (const CheckRun& r : runs) view.all.push_back(&r);
+    for (const Property* property : registered_properties())
+      report.properties.push_back(property->evaluate(view, &report.metrics));
   }
   bool failed = false;
   for (const PropertyResult& p : report.properties) failed = failed || p.status == Status::fail;
-  return finish(failed ? cli::kExitPropertyFailed : cli::kExitOk);
+  return finish(failed ? CheckVerdict::property_failed : CheckVerdict::passed);
 }
 
 ExpectationCheck compare_expectations(const std::vector<PropertyResult>& properties,
@@ -230,8 +254,14 @@ ExpectationCheck compare_expectations(const std::vector<PropertyResult>& propert
     }
     const bool met = it->second == actual;
     out.ok = out.ok && met;
-    out.lines.push_back("expect " + p.name + " " + it->second +
-                        (met ? ": met" : ": not met: it is " + actual));
+    std::string line = "expect " + p.name + " " + it->second + (met ? ": met" : ": not met: it is " + actual);
+    // A SKIP compared nothing: say why and how to make it compare.
+    if (!met && p.status == Status::skip && !(p.reason.empty() && p.hint.empty())) {
+      std::string why = p.reason;
+      if (!p.hint.empty()) why += (why.empty() ? "" : "; ") + std::string("to make it compare: ") + p.hint;
+      line += " (" + why + ")";
+    }
+    out.lines.push_back(line);
   }
   // An expectation naming a property that was not evaluated (graph_replay
   // alone after an aliasing failure) is not met.
@@ -246,14 +276,14 @@ ExpectationCheck compare_expectations(const std::vector<PropertyResult>& propert
   return out;
 }
 
-int run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
-              std::ostream& err, const LaunchOptions& options, bool* must_exit_now,
-              const std::map<std::string, std::string>& expect) {
+CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
+                       std::ostream& err, const LaunchOptions& options, bool* must_exit_now,
+                       const std::map<std::string, std::string>& expect) {
   CheckOutcome outcome = execute_check(scenario, source, options, &out);
-  if (outcome.exit_code == cli::kExitRankFailure) {
+  if (outcome.verdict == CheckVerdict::rank_failure) {
     err << outcome.failure;
     if (outcome.must_exit_now && must_exit_now) *must_exit_now = true;
-    return outcome.exit_code;
+    return outcome.verdict;
   }
   CheckReport& report = outcome.report;
   int passed = 0, failed = 0, skipped = 0;
@@ -262,17 +292,17 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
     else if (p.status == Status::pass) ++passed;
     else ++skipped;
   }
-  int code = outcome.exit_code;
+  CheckVerdict verdict = outcome.verdict;
   out << "\n" << format_property_table(report.properties) << "\n"
       << format_metric_table(report.metrics);
   ExpectationCheck expectations;
   if (!expect.empty()) {
     expectations = compare_expectations(report.properties, expect);
-    code = expectations.ok ? cli::kExitOk : cli::kExitPropertyFailed;
+    verdict = expectations.ok ? CheckVerdict::passed : CheckVerdict::property_failed;
     out << "\n";
     for (const std::string& line : expectations.lines) out << line << "\n";
   }
-  report.exit_code = code;
+  report.exit_code = exit_code(verdict);
   report.expect = expect;
   report.expectation_lines = expectations.lines;
   if (!scenario.report.empty()) {
@@ -280,10 +310,10 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
       files::write_atomically(scenario.report, report_json(report).dump(2) + "\n");
     } catch (const std::exception& e) {
       err << "parity check: --report " << scenario.report << ": " << e.what() << "\n";
-      if (code == cli::kExitOk) code = cli::kExitBadInput;
+      if (verdict == CheckVerdict::passed) verdict = CheckVerdict::bad_report;
     }
   }
-  out << "\ncheck " << (code == cli::kExitOk ? "passed" : "FAILED") << ": " << passed << " pass, "
+  out << "\ncheck " << (verdict == CheckVerdict::passed ? "passed" : "FAILED") << ": " << passed << " pass, "
       << failed << " fail, " << skipped << " skip";
   if (!expect.empty())
     out << "; expectations " << (expectations.ok ? "met" : "NOT met");
@@ -296,7 +326,7 @@ int run_check(const RunConfig& scenario, const std::string& source, std::ostream
   }
   for (const std::string& line : expectations.lines)
     if (line.find(": not met") != std::string::npos) err << "parity check: " << line << "\n";
-  return code;
+  return verdict;
 }
 
 }  // namespace parity::checks

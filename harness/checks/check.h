@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/checks/report.h"
@@ -41,13 +42,27 @@ std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario);
 // The run configs for a validated scenario.
 CheckPlan plan_check(const RunConfig& scenario);
 
+// The first line parity check prints: the scenario as given (never one of
+// the runs derived from it), with the number of metrics the check compares.
+std::string check_header(const RunConfig& scenario, const CheckPlan& plan, const std::string& source);
+
+// How a check ended; the CLI maps it to the exit code (exit_code()).
+enum class CheckVerdict {
+  passed,           // every property PASS or SKIP (with `expect`: every expectation met)
+  property_failed,  // a property FAILed (or an expectation was not met)
+  bad_report,       // the report could not be written
+  rank_failure,     // a run failed or could not launch
+};
+std::string_view to_string(CheckVerdict verdict);  // "passed", "property failed", ...
+// docs/cli.md's exit codes: passed 0, property_failed 1, bad_report 2, rank_failure 3.
+int exit_code(CheckVerdict verdict);
+
 struct CheckOutcome {
   // runs, per-property results (report order), metric comparisons, notes;
-  // report.exit_code = exit_code.
+  // report.exit_code = exit_code(verdict).
   CheckReport report;
-  // 0 every property PASS or SKIP, 1 a FAIL, 3 a rank failure.
-  int exit_code = 0;
-  // Set when a run failed or could not launch (exit 3): what parity check
+  CheckVerdict verdict = CheckVerdict::passed;
+  // Set when a run failed or could not launch (rank_failure): what parity check
   // prints on stderr, one or more lines ("parity check: run (a) ... failed:", then the
   // rank failure's lines). Empty otherwise.
   std::string failure;
@@ -75,11 +90,12 @@ struct ExpectationCheck {
 ExpectationCheck compare_expectations(const std::vector<PropertyResult>& properties,
                                       const std::map<std::string, std::string>& expect);
 
-// Exit codes: 0 every property PASS or SKIP (with `expect`: every expectation
-// met and the properties not named PASS or SKIP), 1 otherwise, 2 a report that
-// cannot be written, 3 a rank failure (other than prepared state aliasing an
-// observed tensor, which is graph_replay's FAIL).
-int run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
+// passed: every property PASS or SKIP (with `expect`: every expectation met
+// and the properties not named PASS or SKIP); property_failed otherwise;
+// bad_report: a report that cannot be written; rank_failure: a run failed
+// (other than prepared state aliasing an observed tensor, which is
+// graph_replay's FAIL). A SKIP prints how to make the property compare.
+CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
               std::ostream& err, const LaunchOptions& options = {}, bool* must_exit_now = nullptr,
               const std::map<std::string, std::string>& expect = {});
 

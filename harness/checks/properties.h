@@ -1,41 +1,17 @@
 #pragma once
 // The cross-checks of contract.md section 5 that apply on the reference
-// backend, as pure functions over runs read back by parity check (run_data.h).
-// docs/properties.md says what each compares and with which tolerance.
-#include <optional>
+// backend, as pure functions over runs read back by parity check (run_data.h),
+// one file each under harness/checks/properties/ (each also registers a
+// Property: property.h). docs/properties.md says what each compares and with
+// which tolerance (tolerance.h: the one rule).
 #include <string>
 #include <vector>
 
-#include "harness/checks/run_data.h"
+#include "harness/checks/property.h"
+#include "harness/checks/tolerance.h"
 
 namespace parity::checks {
 
-enum class Status { pass, fail, skip };
-std::string_view to_string(Status s);  // "PASS", "FAIL", "SKIP"
-
-struct PropertyResult {
-  std::string name;
-  Status status = Status::skip;
-  std::string compared;  // which runs: "(a) vs (c)"
-  std::string reason;    // FAIL: the first violation; SKIP: why it does not apply; PASS: a summary
-  std::optional<double> max_abs, max_rel;
-  std::string worst_site, worst_label;
-  std::string note;  // e.g. "losses bitwise; 24/26 gradients bitwise, the rest within fp32 rel 1e-6"
-};
-
-// One compared metric value (sharded_reduction's per-metric table).
-struct MetricComparison {
-  std::string run;  // "a" or "c"
-  std::int64_t step = 0;
-  std::string metric, label;
-  double value = 0, reference = 0;
-  double abs_err = 0, rel_err = 0;
-  bool ok = true;
-};
-
-// Relative tolerances by dtype (docs/properties.md).
-double metric_tolerance(DType dtype);    // sharded_reduction: fp64 1e-10, fp32 1e-5, bf16 5e-2
-double gradient_tolerance(DType dtype);  // recompute_invariance: fp64 1e-12, fp32 1e-6, bf16 1e-2
 // |x - y| <= tol * max(|y|, 1); NaN equals NaN, an infinity equals itself.
 bool within(double x, double y, double tol, double* abs_err = nullptr, double* rel_err = nullptr);
 
@@ -54,20 +30,36 @@ bool inside_graphed_layer(const std::string& kind);
 // reference's order (restricted to the sites the graphs leave observable), and
 // without recompute with the reference's grad mode (a checkpointed forward is
 // observed under no-grad, so grad modes differ by design with recompute).
+// What observers receive: a residual_contribution never requires grad and
+// never shares storage with the accumulator observed just before it
+// (contract.md section 1: computed without autograd into a fresh tensor).
 PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs);
 // SKIPs without recompute, and under full-iteration graphs with graph warmup 0
 // (every step is captured or replayed, both bypass checkpoints: nothing recomputes).
 PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c);
-// Every metric of each run in `sharded` against `single` (b); rows receives every comparison.
+// Every metric of each run in `sharded` against `single` (b); rows receives
+// every comparison. SKIPs when no metric value was compared.
 PropertyResult check_sharded_reduction(const CheckRun& single,
                                        const std::vector<const CheckRun*>& sharded,
                                        std::vector<MetricComparison>* rows);
 // `c` is the eager reference with the same recompute as `a` (run (d), or (c)
-// when a has no recompute). `alias_failure`: a rank failure of (a) that reported prepared state aliasing
-// the observed tensor ("" when none).
-PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c,
-                                  const std::string& alias_failure = "");
+// when a has no recompute). SKIPs without graphs and without a step after the
+// capture (per-layer: steps < 2; full-iteration: steps <= graph-warmup + 1).
+PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c);
+// `alias_failure`: a rank failure that reported prepared metric state aliasing
+// an observed tensor, in run `run` (graph_replay's FAIL; no other property is
+// evaluated then).
+PropertyResult graph_replay_alias_failure(const std::string& run, const std::string& alias_failure);
 PropertyResult check_determinism(const CheckRun& a, const CheckRun& again);
+// SKIPs when no group of any run has more than one member.
 PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& runs);
+
+// The registered Property of each (registry.cpp lists them in report order).
+const Property& exactly_once_property();
+const Property& recompute_invariance_property();
+const Property& sharded_reduction_property();
+const Property& graph_replay_property();
+const Property& determinism_property();
+const Property& collective_symmetry_property();
 
 }  // namespace parity::checks

@@ -65,6 +65,7 @@ std::string format_property_table(const std::vector<PropertyResult>& properties)
                   p.worst_label.empty() ? "-" : p.worst_label.c_str());
     out += line;
     if (!p.reason.empty()) out += "    " + std::string(p.status == Status::fail ? "FAIL: " : "") + p.reason + "\n";
+    if (p.status == Status::skip && !p.hint.empty()) out += "    to make it compare: " + p.hint + "\n";
   }
   return out;
 }
@@ -113,6 +114,7 @@ nlohmann::ordered_json report_json(const CheckReport& r) {
     o["status"] = std::string(to_string(p.status));
     o["compared"] = p.compared;
     o["reason"] = p.reason;
+    o["hint"] = p.hint.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.hint);
     o["max_abs"] = number_or_null(p.max_abs);
     o["max_rel"] = number_or_null(p.max_rel);
     o["worst_site"] = p.worst_site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.worst_site);

@@ -7,7 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/checks/properties.h"
+#include "harness/checks/property.h"
+#include "harness/config/run_config.h"
 
 namespace parity::checks {
 

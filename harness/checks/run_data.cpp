@@ -41,7 +41,8 @@ RankRun rank_run_from(const nlohmann::json& r) {
       out.trace.push_back({out.rank, t.at("step").get<std::int64_t>(),
                            t.at("microbatch").get<std::int64_t>(), t.at("phase").get<std::string>(),
                            t.at("site").get<std::string>(), t.at("kind").get<std::string>(),
-                           t.at("digest").get<std::string>(), t.value("grad_mode", false)});
+                           t.at("digest").get<std::string>(), t.value("grad_mode", false),
+                           t.value("requires_grad", false), t.value("aliases_accumulator", false)});
   if (r.contains("collectives"))
     for (const auto& [axis, g] : r["collectives"].items())
       out.collectives[axis] = {g.at("ranks").get<std::vector<int>>(), g.at("calls").get<std::int64_t>(),

@@ -27,6 +27,8 @@ struct Observation {
   std::string kind;
   std::string digest;
   bool grad_mode = false;  // at::GradMode at the notification
+  bool requires_grad = false;        // the observed tensor's flag
+  bool aliases_accumulator = false;  // shares storage with the accumulator observed just before
 };
 
 using MetricKey = std::pair<std::string, std::string>;  // (metric, label)

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/checks/property.h"
 #include "harness/metrics/metric_names.h"
 
 namespace parity::checks {
@@ -35,9 +36,11 @@ RunConfig default_check_scenario() {
 }
 
 const std::vector<std::string>& check_property_names() {
-  static const std::vector<std::string> names = {"exactly_once",     "recompute_invariance",
-                                                 "sharded_reduction", "graph_replay",
-                                                 "determinism",      "collective_symmetry"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Property* p : registered_properties()) out.emplace_back(p->name());
+    return out;
+  }();
   return names;
 }
 

@@ -179,8 +179,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
       sub->add_option("--cases", parsed.mutants.cases, "generated scenarios per fault")
           ->check(CLI::PositiveNumber);
       sub->add_option("--seed", parsed.mutants.seed, "rapidcheck seed");
-      sub->add_option("--shrink-seconds", parsed.mutants.shrink_seconds,
-                      "stop shrinking a counterexample after this long");
+      sub->add_option("--shrink-steps", parsed.mutants.shrink_steps,
+                      "stop shrinking a counterexample after this many candidates");
       sub->add_option("--report", parsed.mutants.report, "write the table as JSON to FILE");
     } else if (c.implemented || c.name == "run") {
       add_run_options(sub, flags);
@@ -335,8 +335,8 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
     out << "parity repro: " << parsed.about.dump() << std::endl;
   }
   if (parsed.command == "check" || parsed.command == "repro")
-    return checks::run_check(config, parsed.scenario_source, out, err, options, must_exit_now,
-                             parsed.expect);
+    return checks::exit_code(checks::run_check(config, parsed.scenario_source, out, err, options,
+                                               must_exit_now, parsed.expect));
 
   const bool env = config.launch == LaunchMode::env;
   EnvRank env_rank;

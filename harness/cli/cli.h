@@ -29,7 +29,7 @@ struct MutantsOptions {
   std::vector<std::string> faults;  // empty = every code-path fault
   int cases = 40;                   // generated scenarios per fault before "not caught"
   std::uint64_t seed = 20261203;    // rapidcheck seed: the table is deterministic
-  double shrink_seconds = 60;       // shrinking stops after this long (per fault)
+  int shrink_steps = 60;            // shrink candidates tried per fault (a count: reproducible)
   std::string report;               // JSON report path; "" = none
 };
 using MutantsRunner = int (*)(const MutantsOptions&, std::ostream& out, std::ostream& err);

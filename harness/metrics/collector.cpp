@@ -7,6 +7,23 @@
 
 namespace parity {
 
+std::string_view failure_tag(MetricFailure kind) {
+  switch (kind) {
+    case MetricFailure::prepared_state_aliases_observation:
+      return "[prepared-state-aliases-observation]";
+  }
+  return "[metric-failure]";
+}
+
+MetricFailureError::MetricFailureError(MetricFailure kind, const std::string& what)
+    : std::logic_error(std::string(failure_tag(kind)) + " " + what), kind_(kind) {}
+
+std::optional<MetricFailure> metric_failure_in(const std::string& text) {
+  for (MetricFailure kind : {MetricFailure::prepared_state_aliases_observation})
+    if (text.find(failure_tag(kind)) != std::string::npos) return kind;
+  return std::nullopt;
+}
+
 bool counts_for_step(const ExecutionPoint& point) {
   if (point.step < 0) return false;
   switch (point.phase) {
@@ -105,8 +122,9 @@ void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& t
     Prepared p = metrics_[m]->prepare(input);
     if (tensor.defined() && p.value.defined() && tensor.has_storage() && p.value.has_storage() &&
         p.value.storage().is_alias_of(tensor.storage()))
-      throw std::logic_error("metric " + metrics_[m]->name() + ": prepared state of site " +
-                             site.full_name() + " shares storage with the observed tensor");
+      throw MetricFailureError(MetricFailure::prepared_state_aliases_observation,
+                               "metric " + metrics_[m]->name() + ": prepared state of site " +
+                                   site.full_name() + " shares storage with the observed tensor");
     auto [it, inserted] = prepared_[m].try_emplace(site.full_name());
     if (inserted) it->second.site = site;
     it->second.microbatches.push_back(std::move(p));

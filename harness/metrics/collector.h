@@ -19,7 +19,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/metrics/executor.h"
@@ -29,6 +31,26 @@
 #include "harness/parallel/topology.h"
 
 namespace parity {
+
+// The failures the collector reports by kind (not by message): a rank failure
+// crosses threads and processes as text, so the kind travels as a tag at the
+// start of the message and metric_failure_in() reads it back.
+enum class MetricFailure {
+  // A metric's prepared state shares storage with the observed tensor (a
+  // graph's static buffer would overwrite it: contract.md section 3).
+  prepared_state_aliases_observation,
+};
+std::string_view failure_tag(MetricFailure kind);  // "[prepared-state-aliases-observation]"
+class MetricFailureError : public std::logic_error {
+ public:
+  MetricFailureError(MetricFailure kind, const std::string& what);  // what: without the tag
+  MetricFailure kind() const { return kind_; }
+
+ private:
+  MetricFailure kind_;
+};
+// The kind of a MetricFailureError whose message is (or is inside) `text`.
+std::optional<MetricFailure> metric_failure_in(const std::string& text);
 
 // True when an observation at `point` belongs to a step's result.
 bool counts_for_step(const ExecutionPoint& point);

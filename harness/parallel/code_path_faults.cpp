@@ -74,6 +74,11 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "wins (megatron-reference section 7.7)",
      "sharded_reduction", "tp > 1, --runtime-gather-output differing from --gather-output and a "
      "logits metric (l2/mean-row-l2 when it gathers; any but nan-/inf-count when it does not)"},
+    {F::contribution_with_autograd, "contribution-with-autograd",
+     "the residual contribution is computed with autograd on: output - accumulator joins the "
+     "graph and requires grad (metrics detach their input, so only the trace's flags show it)",
+     "exactly_once", "a residual observation outside a full-recompute chunk (whose forward runs "
+     "under no-grad)"},
 }};
 
 std::uint32_t mask_of(const FaultPlan& plan) {

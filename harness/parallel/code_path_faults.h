@@ -33,8 +33,9 @@ enum class CodePathFault : std::uint8_t {
   warmup_counted_as_step,
   asymmetric_collective,
   wrong_gather_precedence,
+  contribution_with_autograd,
 };
-inline constexpr int kCodePathFaultCount = 14;
+inline constexpr int kCodePathFaultCount = 15;
 
 struct CodePathFaultInfo {
   CodePathFault fault;

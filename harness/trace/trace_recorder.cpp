@@ -118,6 +118,7 @@ nlohmann::ordered_json to_json(const TraceRecord& r) {
   j["dtype"] = r.dtype;
   j["grad_mode"] = r.grad_mode;
   j["requires_grad"] = r.requires_grad;
+  j["aliases_accumulator"] = r.aliases_accumulator;
   j["thread"] = r.thread;
   j["digest"] = digest_hex(r.digest);
   j["numel"] = r.summary.numel;
@@ -152,6 +153,7 @@ TraceRecord trace_record_from_json(const nlohmann::json& j) {
   r.dtype = j.at("dtype").get<std::string>();
   r.grad_mode = j.at("grad_mode").get<bool>();
   r.requires_grad = j.at("requires_grad").get<bool>();
+  r.aliases_accumulator = j.value("aliases_accumulator", false);  // absent in older traces
   r.thread = j.at("thread").get<int>();
   r.digest = std::stoull(j.at("digest").get<std::string>(), nullptr, 16);
   r.summary.numel = j.at("numel").get<std::int64_t>();
@@ -218,8 +220,25 @@ void TraceRecorder::record(const ObservationOwner& owner, std::string_view name,
   } else {
     r.dtype = "undefined";
   }
+  std::uintptr_t begin = 0, end = 0;  // the storage's byte range; empty when none
+  if (tensor.defined() && tensor.has_storage() && tensor.storage().nbytes() > 0) {
+    begin = reinterpret_cast<std::uintptr_t>(static_cast<const void*>(tensor.storage().data()));
+    end = begin + tensor.storage().nbytes();
+  }
+  const std::string owner_name = owner.canonical_name();
   std::lock_guard<std::mutex> lock(mutex_);
   r.thread = thread_index_locked(std::this_thread::get_id());
+  if (last_accumulator_.size() <= static_cast<std::size_t>(r.thread))
+    last_accumulator_.resize(r.thread + 1);
+  LastAccumulator& last = last_accumulator_[r.thread];
+  if (kind == SourceKind::residual_contribution && last.valid && last.owner == owner_name)
+    r.aliases_accumulator = begin < last.end && last.begin < end;
+  last.valid = kind == SourceKind::residual_accumulator && begin < end;
+  if (last.valid) {
+    last.owner = owner_name;
+    last.begin = begin;
+    last.end = end;
+  }
   r.seq = static_cast<std::int64_t>(records_.size());
   records_.push_back(std::move(r));
 }

@@ -62,6 +62,10 @@ struct TraceRecord {
   std::string dtype;              // "float32", "float64", "bfloat16", ...
   bool grad_mode = false;         // at::GradMode::is_enabled() at notification
   bool requires_grad = false;     // the tensor's flag
+  // residual_contribution only: the tensor shares storage with the same
+  // layer's residual_accumulator observed just before it on this thread
+  // (contract.md section 1 wants a fresh tensor). False for other kinds.
+  bool aliases_accumulator = false;
   int thread = 0;                 // small per-rank index: 0 = first thread seen
   std::uint64_t digest = 0;
   TensorSummary summary;
@@ -96,7 +100,17 @@ class TraceRecorder {
  private:
   int thread_index_locked(std::thread::id id);
 
+  // Per thread index: the storage byte range of the last notification, when it
+  // was a residual_accumulator (an address range, not a reference: the
+  // recorder keeps nothing of the tensor alive).
+  struct LastAccumulator {
+    std::string owner;
+    std::uintptr_t begin = 0, end = 0;
+    bool valid = false;
+  };
+
   int rank_;
+  std::vector<LastAccumulator> last_accumulator_;  // by thread index
   mutable std::mutex mutex_;
   std::vector<TraceRecord> records_;
   std::vector<std::thread::id> threads_;

@@ -2,8 +2,9 @@
 // the documented fields (docs/report-schema.md); scenario files and flags.
 #include <gtest/gtest.h>
 
-#include <dirent.h>
+#include <unistd.h>
 
+#include <dirent.h>
 #include <fstream>
 #include <sstream>
 
@@ -17,17 +18,6 @@
 namespace parity::cli {
 namespace {
 
-// Entries in `dir` besides . and .. (no <filesystem>: see harness/base/files.h).
-int entries_in(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return -1;
-  int n = 0;
-  while (const dirent* e = ::readdir(d))
-    if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") ++n;
-  ::closedir(d);
-  return n;
-}
-
 int run(std::vector<std::string> a, std::string* out_text = nullptr, std::string* err_text = nullptr) {
   a.insert(a.begin(), "parity");
   std::vector<const char*> argv;
@@ -37,6 +27,17 @@ int run(std::vector<std::string> a, std::string* out_text = nullptr, std::string
   if (out_text) *out_text = out.str();
   if (err_text) *err_text = err.str();
   return code;
+}
+
+// Entries of `dir` other than . and .. (opendir: no <filesystem>, harness/base/files.h).
+int entries(const std::string& dir) {
+  int n = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
+    ::closedir(d);
+  }
+  return n;
 }
 
 TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
@@ -49,8 +50,8 @@ TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
 }
 
 TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
-  const files::TempDir tmp("parity-check-test");
-  const std::string dir = tmp.path();
+  const files::TempDir temp("parity-check-test");
+  const std::string dir = temp.path();
   const std::string scenario = dir + "/s.json";
   std::ofstream(scenario) << R"({"tp": 2, "sp": true, "steps": 2, "recompute": "full-uniform",
     "metrics": ["layer-residual-contribution-l2", "global-output-logits-l2"]})";
@@ -87,12 +88,12 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
     for (const char* k : {"metric", "label", "run", "step", "value", "reference", "max_abs", "max_rel", "compared", "ok"})
       EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_TRUE(r["notes"].is_array());
-  EXPECT_EQ(entries_in(dir), 2);
+  EXPECT_EQ(entries(dir), 2) << "the scenario and the report, no temp file left";
 }
 
 TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
-  const files::TempDir tmp("parity-check-bad");
-  const std::string dir = tmp.path();
+  const files::TempDir temp("parity-check-bad");
+  const std::string dir = temp.path();
   auto write = [&](const char* name, const char* text) {
     const std::string p = dir + "/" + name;
     std::ofstream(p) << text;
@@ -113,9 +114,7 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_NE(err.find("unknown metric 'nope'; known metrics: "), std::string::npos) << err;
   EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
             kExitBadInput);
-  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"),
-            std::string::npos)
-      << err;
+  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"), std::string::npos) << err;
 }
 
 checks::PropertyResult prop(const char* name, checks::Status s) {
@@ -141,6 +140,17 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
   EXPECT_EQ(e.lines[0], "expect graph_replay PASS: not met: it is SKIP");
   EXPECT_EQ(e.lines[1], "expect determinism PASS: met");
 
+  // Issue 10: a SKIP meets only an expected SKIP; the line says why and how to compare.
+  checks::PropertyResult skipped = prop("graph_replay", Status::skip);
+  skipped.reason = "no step after the capture";
+  skipped.hint = "use --steps 3";
+  e = checks::compare_expectations({skipped}, {{"graph_replay", "PASS"}});
+  EXPECT_FALSE(e.ok);
+  ASSERT_EQ(e.lines.size(), 1u);
+  EXPECT_EQ(e.lines[0], "expect graph_replay PASS: not met: it is SKIP (no step after the capture; "
+                        "to make it compare: use --steps 3)");
+  EXPECT_TRUE(checks::compare_expectations({skipped}, {{"graph_replay", "SKIP"}}).ok);
+
   e = checks::compare_expectations(props, {{"exactly_once", "FAIL"}, {"collective_symmetry", "PASS"}});
   EXPECT_FALSE(e.ok);  // not evaluated
   EXPECT_EQ(e.lines.back(), "expect collective_symmetry PASS: not met: it was not evaluated");
@@ -149,8 +159,8 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
 }
 
 TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
-  const files::TempDir tmp("parity-check-expect");
-  const std::string dir = tmp.path();
+  const files::TempDir temp("parity-check-expect");
+  const std::string dir = temp.path();
   const std::string small = R"("hidden": 16, "heads": 2, "ffn-hidden": 32, "seq": 8, "vocab": 32,
     "layers": 1, "micro-batch": 1, "microbatches": 1, "steps": 2, "tp": 2, "sp": true,
     "metrics": ["layer-residual-contribution-mean"], )";
@@ -163,7 +173,10 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
   // graph_replay is SKIP without graphs: an expected PASS is not met.
   EXPECT_EQ(run({"check", write("unmet.json", R"({"graph_replay": "PASS"})")}, &out, &err),
             kExitPropertyFailed) << out << err;
-  EXPECT_NE(out.find("expect graph_replay PASS: not met: it is SKIP"), std::string::npos) << out;
+  EXPECT_NE(out.find("expect graph_replay PASS: not met: it is SKIP (the scenario has no graphs; "
+                     "to make it compare: use --graphs per-layer"),
+            std::string::npos) << out;
+  EXPECT_NE(err.find("parity check: expect graph_replay PASS: not met"), std::string::npos) << err;
   // An expected FAIL that happens is not an error.
   EXPECT_EQ(run({"check", write("fail.json", R"({"sharded_reduction": "FAIL", "graph_replay": "SKIP"})"),
                  "--inject", "sp-residual-mislabel"}, &out, &err),
@@ -221,6 +234,45 @@ TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
   for (const char* a : {"--graphs", "full-iteration", "--steps", "3"}) full.push_back(a);
   EXPECT_EQ(run(full, &out, &err), kExitPropertyFailed) << out << err;
   EXPECT_NE(out.find("graph_replay          FAIL   (b)"), std::string::npos) << out;
+}
+
+// Issue 10: under full-iteration graphs (a) runs without metrics, yet the
+// header describes the scenario as given, not run (c).
+TEST(CheckHeader, DescribesTheScenarioAsGiven) {
+  RunConfig s = checks::default_check_scenario();
+  s.graphs = GraphOption::full_iteration;
+  const checks::CheckPlan plan = checks::plan_check(s);
+  ASSERT_TRUE(plan.a.metrics.empty());
+  const std::string header = checks::check_header(s, plan, "embedded default");
+  EXPECT_NE(header.find("recompute " + s.recompute + ", graphs full-iteration (warmup 1)"),
+            std::string::npos) << header;
+  EXPECT_NE(header.find(std::to_string(plan.c.metrics.size()) + " metric(s)"), std::string::npos)
+      << header;
+  EXPECT_EQ(header.find("graphs none"), std::string::npos) << header;
+}
+
+// Issue 10's vacuous pass, end to end: full-iteration graphs with the embedded
+// default's 2 steps and warmup 1 replay nothing: graph_replay is SKIP, and
+// parity check says how to make it compare.
+TEST(CheckCommand, FullIterationWithoutAReplayStepIsSkipWithAHint) {
+  std::string out, err;
+  const std::vector<std::string> flags = {"check", "--tp", "2", "--cp", "1", "--dp", "1",
+      "--sp=false", "--hidden", "16", "--heads", "2", "--ffn-hidden", "32", "--seq", "8",
+      "--vocab", "8", "--layers", "1", "--micro-batch", "1", "--microbatches", "1",
+      "--recompute", "none", "--graphs", "full-iteration",
+      "--metrics", "layer-residual-contribution-l2"};
+  EXPECT_EQ(run(flags, &out, &err), kExitOk) << out << err;
+  EXPECT_NE(out.find("recompute none, graphs full-iteration (warmup 1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("graph_replay          SKIP"), std::string::npos) << out;
+  EXPECT_NE(out.find("no step after the capture"), std::string::npos) << out;
+  EXPECT_NE(out.find("to make it compare: use --steps 3"), std::string::npos) << out;
+}
+
+TEST(CheckOutcome, VerdictsMapToTheDocumentedExitCodes) {
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::passed), kExitOk);
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::property_failed), kExitPropertyFailed);
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::bad_report), kExitBadInput);
+  EXPECT_EQ(checks::exit_code(checks::CheckVerdict::rank_failure), kExitRankFailure);
 }
 
 }  // namespace

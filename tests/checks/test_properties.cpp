@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "harness/checks/properties.h"
 
@@ -132,8 +133,10 @@ TEST(Properties, ShardedReductionComparesEveryMetric) {
 }
 
 TEST(Properties, Tolerances) {
-  EXPECT_TRUE(within(1.0, 1.0 + 1e-11, metric_tolerance(DType::fp64)));
-  EXPECT_FALSE(within(1.0, 1.0 + 1e-9, metric_tolerance(DType::fp64)));
+  RunConfig fp64;
+  fp64.dtype = DType::fp64;
+  EXPECT_TRUE(within(1.0, 1.0 + 1e-11, tolerances_for(fp64).metric));
+  EXPECT_FALSE(within(1.0, 1.0 + 1e-9, tolerances_for(fp64).metric));
   EXPECT_TRUE(within(NAN, NAN, 1e-5));
   EXPECT_FALSE(within(NAN, 1.0, 1e-5));
   EXPECT_TRUE(within(INFINITY, INFINITY, 0));
@@ -143,7 +146,7 @@ TEST(Properties, GraphReplaySurfacesAliasingAndSilence) {
   CheckRun a = eager_run("a", 3), c = eager_run("c", 3);
   a.config.graphs = GraphOption::full_iteration;
   a.config.graph_warmup = 1;
-  EXPECT_EQ(check_graph_replay(a, c, "prepared state aliases").status, Status::fail);
+  EXPECT_EQ(graph_replay_alias_failure("a", "prepared state aliases").status, Status::fail);
   // Full-iteration: eager observations in the capture iteration (step 1) and
   // any observation after it (step 2) fail.
   PropertyResult p = check_graph_replay(a, c);
@@ -254,6 +257,134 @@ TEST(Properties, GraphReplayFailsOnAWarmupObservationWithAStep) {
   const PropertyResult p = check_graph_replay(a, c);
   EXPECT_EQ(p.status, Status::fail);
   EXPECT_NE(p.reason.find("a warmup observation labelled step 0"), std::string::npos) << p.reason;
+}
+
+// contract.md section 5: tolerances follow the LOWEST precision the
+// computation runs in (tolerance.h is the one place of that rule).
+TEST(Tolerances, FollowTheLowestPrecisionTheComputationRunsIn) {
+  RunConfig c;
+  c.dtype = DType::fp64;
+  EXPECT_EQ(tolerances_for(c).precision, DType::fp64);
+  EXPECT_EQ(tolerances_for(c).gradient, 1e-12);
+  EXPECT_EQ(tolerances_for(c).metric, 1e-10);
+  c.fp32_residual = true;  // fp64 model, fp32 residual stream: fp32's rounding
+  EXPECT_EQ(tolerances_for(c).precision, DType::fp32);
+  EXPECT_EQ(tolerances_for(c).gradient, 1e-6);
+  EXPECT_EQ(tolerances_for(c).metric, 1e-5);
+  EXPECT_EQ(tolerances_for(c).basis, "fp32 (fp64 model, fp32 residual stream)");
+  c.dtype = DType::bf16;  // an fp32 residual stream does not lift bf16
+  EXPECT_EQ(tolerances_for(c).precision, DType::bf16);
+  EXPECT_EQ(tolerances_for(c).gradient, 1e-2);
+  c.dtype = DType::fp32;
+  EXPECT_EQ(tolerances_for(c).precision, DType::fp32);
+  EXPECT_EQ(tolerances_for(c).basis, "fp32");
+}
+
+// Issue 10's false alarm: an fp64 model with an fp32 residual stream and
+// selective recompute differs from the run without it by fp32 rounding (loss
+// rel 4e-10 on step 1, gradients rel 9e-8): within fp32 tolerances, not fp64's.
+TEST(Properties, RecomputeInvarianceJudgesAnFp32ResidualStreamWithFp32Tolerances) {
+  CheckRun a = eager_run("a", 2), c = eager_run("c", 2);
+  for (CheckRun* r : {&a, &c}) {
+    r->config.dtype = DType::fp64;
+    r->config.fp32_residual = true;
+  }
+  a.config.recompute = "selective:layernorm";
+  a.ranks[0].steps[0].grads["w"] = "0xother";  // step 0's gradients differ: step 1's weights too
+  a.ranks[0].steps[0].grad_norms["w"] = 2.0 * (1 + 9e-8);
+  a.ranks[0].steps[1].loss = c.ranks[0].steps[1].loss * (1 + 4e-10);
+  PropertyResult p = check_recompute_invariance(a, c);
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  EXPECT_NE(p.note.find("fp32 (fp64 model, fp32 residual stream) rel 1e-06"), std::string::npos) << p.note;
+  // Without the fp32 residual stream the same differences exceed fp64's tolerance.
+  a.config.fp32_residual = c.config.fp32_residual = false;
+  p = check_recompute_invariance(a, c);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("fp64 rel 1e-12"), std::string::npos) << p.reason;
+}
+
+// Issue 10's vacuous pass: full-iteration graphs with steps <= warmup + 1 have
+// no step after the capture: SKIP with the reason and how to make it compare.
+TEST(Properties, GraphReplaySkipsWithoutAStepAfterTheCapture) {
+  CheckRun a = eager_run("a", 2), c = eager_run("c", 2);
+  a.config.graphs = GraphOption::full_iteration;
+  a.config.graph_warmup = 1;
+  std::vector<Observation> kept;
+  for (Observation o : a.ranks[0].trace) {
+    if (o.step == 1) o.phase = "capture";
+    kept.push_back(o);
+  }
+  a.ranks[0].trace = kept;
+  PropertyResult p = check_graph_replay(a, c);
+  EXPECT_EQ(p.status, Status::skip) << p.reason;
+  EXPECT_NE(p.reason.find("no step after the capture"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.hint, "use --steps 3");
+  // Per-layer graphs with one step: step 0 records, nothing replays.
+  CheckRun one = eager_run("a", 1), c1 = eager_run("c", 1);
+  one.config.graphs = GraphOption::per_layer;
+  one.ranks[0].trace = record_step_trace(one);
+  p = check_graph_replay(one, c1);
+  EXPECT_EQ(p.status, Status::skip) << p.reason;
+  EXPECT_EQ(p.hint, "use --steps 2");
+  // No graphs: SKIP, and the hint names the option.
+  p = check_graph_replay(eager_run("a"), c);
+  EXPECT_EQ(p.status, Status::skip);
+  EXPECT_NE(p.hint.find("--graphs"), std::string::npos) << p.hint;
+}
+
+// Every SKIP of every property says how to make it compare; none is a PASS.
+TEST(Properties, EverySkipSaysWhyAndHowToCompare) {
+  const CheckRun a = eager_run("a"), c = eager_run("c");
+  std::vector<PropertyResult> skipped = {check_recompute_invariance(a, c),
+                                         check_graph_replay(a, c),
+                                         check_collective_symmetry({&a})};
+  CheckRun no_metrics = eager_run("a");
+  for (StepData& d : no_metrics.ranks[0].steps) d.metrics.clear();
+  skipped.push_back(check_sharded_reduction(c, {&no_metrics}, nullptr));
+  for (const PropertyResult& p : skipped) {
+    EXPECT_EQ(p.status, Status::skip) << p.name << ": " << p.reason;
+    EXPECT_FALSE(p.reason.empty()) << p.name;
+    EXPECT_NE(p.hint.find("use --"), std::string::npos) << p.name << ": " << p.hint;
+  }
+}
+
+// One rank's groups have no peer: collective_symmetry compared nothing.
+TEST(Properties, CollectiveSymmetrySkipsWhenEveryGroupHasOneMember) {
+  const CheckRun a = eager_run("a");
+  const PropertyResult p = check_collective_symmetry({&a});
+  EXPECT_EQ(p.status, Status::skip) << p.reason;
+  EXPECT_NE(p.reason.find("one member"), std::string::npos) << p.reason;
+}
+
+// Issue 10: a residual contribution computed with autograd on, or sharing the
+// accumulator's storage, is invisible to metrics (they detach their input):
+// exactly_once reads the trace's flags.
+TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
+  CheckRun a = eager_run("a");
+  ASSERT_EQ(check_exactly_once({&a}).status, Status::pass);
+  auto contribution = [](CheckRun& run) -> Observation& {
+    for (Observation& o : run.ranks[0].trace)
+      if (o.kind == "residual_contribution") return o;
+    throw std::logic_error("no contribution");
+  };
+  contribution(a).requires_grad = true;
+  PropertyResult p = check_exactly_once({&a});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("requires grad"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.worst_site, "decoder.layers.0.residual_contribution");
+  CheckRun b = eager_run("b");
+  contribution(b).aliases_accumulator = true;
+  p = check_exactly_once({&b});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("shares storage with the accumulator"), std::string::npos) << p.reason;
+}
+
+// The registry lists every property once, in report order.
+TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
+  std::vector<std::string> names;
+  for (const Property* p : registered_properties()) names.emplace_back(p->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"exactly_once", "recompute_invariance", "sharded_reduction",
+                                             "graph_replay", "determinism", "collective_symmetry"}));
 }
 
 }  // namespace

@@ -351,6 +351,8 @@ struct FaultCase {
   std::vector<std::string> wrong, exact;  // statistics at "global"
 };
 
+void PrintTo(const FaultCase& f, std::ostream* os) { *os << info(f.fault).name << " on " << f.layout.name; }
+
 class ShardedMetricsFaults : public ::testing::TestWithParam<FaultCase> {};
 
 TEST_P(ShardedMetricsFaults, ChangeTheirStatisticsOnly) {
@@ -505,7 +507,8 @@ TEST(ShardedMetricsSymmetry, AsymmetricRequestsAreReportedNotHung) {
     MetricExecutor executor(groups);
     collector.commit(executor);
   });
-  EXPECT_LT(run.total_seconds, 8.0) << "reported, not timed out";
+  // Reported, not hung: a hang would end in the 10 s group timeout
+  // (CollectiveTimeout), so the error kind is the real assertion, not the time.
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(run.outcomes[rank].error_kind, "CollectiveMismatch") << run.report();
     EXPECT_NE(run.outcomes[rank].error.find("collective mismatch on tp group"),

@@ -154,6 +154,47 @@ TEST(TraceRecorder, ThreadsGetSmallStableIndicesInOrderOfFirstAppearance) {
   EXPECT_TRUE(records[3].thread == 1 || records[3].thread == 2) << records[3].thread;
 }
 
+// What exactly_once reads to see a residual contribution that joined the
+// autograd graph or aliases the accumulator (metrics detach their input, so
+// only the trace shows it): requires_grad and aliases_accumulator.
+TEST(TraceRecorder, FlagsAContributionThatRequiresGradOrAliasesTheAccumulator) {
+  TraceRecorder recorder(0);
+  const Owner layer("decoder.layers.0");
+  const Owner other("decoder.layers.1");
+  const at::Tensor accumulator = at::ones({4, 2, 3}).requires_grad_();
+  const at::Tensor output = accumulator * 2;
+  {
+    auto scope = capture_tensor_observations(recorder.callback(), first_wave_kinds());
+    ExecutionPointScope point(ExecutionPoint{0, 0, GraphPhase::eager});
+    // The real helper: a fresh contribution without autograd.
+    observe_layer_residuals(layer, accumulator, output);
+    // A contribution computed with autograd on, in place of the accumulator's
+    // storage (a view), and a view observed under another layer's name.
+    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator, std::nullopt, 0, 1);
+    observe_tensor(layer, "residual_contribution", SourceKind::residual_contribution, output - accumulator,
+                   std::nullopt, 0, 1);
+    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator, std::nullopt, 0, 1);
+    observe_tensor(layer, "residual_contribution", SourceKind::residual_contribution,
+                   accumulator.detach().narrow(0, 1, 2), std::nullopt, 0, 1);
+    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator, std::nullopt, 0, 1);
+    observe_tensor(other, "residual_contribution", SourceKind::residual_contribution,
+                   accumulator.detach(), std::nullopt, 0, 1);
+  }
+  const std::vector<TraceRecord> r = recorder.records();
+  ASSERT_EQ(r.size(), 8u);
+  EXPECT_EQ(r[1].kind, SourceKind::residual_contribution);
+  EXPECT_FALSE(r[1].requires_grad);
+  EXPECT_FALSE(r[1].aliases_accumulator);
+  EXPECT_TRUE(r[3].requires_grad);
+  EXPECT_FALSE(r[3].aliases_accumulator);
+  EXPECT_FALSE(r[5].requires_grad);
+  EXPECT_TRUE(r[5].aliases_accumulator);
+  EXPECT_FALSE(r[7].aliases_accumulator) << "another layer's accumulator is not this one's";
+  for (int i : {0, 2, 4, 6}) EXPECT_FALSE(r[i].aliases_accumulator) << i;
+  const TraceRecord back = trace_record_from_json(nlohmann::json::parse(to_json(r[5]).dump()));
+  EXPECT_TRUE(back.aliases_accumulator);
+}
+
 TEST(TraceFormat, JsonRoundTripAndKeyOrder) {
   TraceRecord r;
   r.rank = 2;

@@ -1,0 +1,60 @@
+// collective_symmetry: all ranks of a group issue identical collective sequences.
+#include <map>
+
+#include "harness/checks/properties/common.h"
+
+namespace parity::checks {
+
+using namespace detail;
+
+PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& runs) {
+  PropertyResult p = make("collective_symmetry", run_list(runs));
+  std::int64_t groups = 0, calls = 0;
+  for (const CheckRun* run : runs) {
+    std::map<std::pair<std::string, std::vector<int>>, std::pair<int, GroupCalls>> first;
+    for (const RankRun& r : run->ranks)
+      for (const auto& [axis, g] : r.collectives) {
+        auto [it, inserted] = first.try_emplace({axis, g.ranks}, r.rank, g);
+        if (inserted) {
+          // A group of one member has no peer to compare with.
+          if (g.ranks.size() > 1) {
+            ++groups;
+            calls += g.calls;
+          }
+          continue;
+        }
+        const GroupCalls& f = it->second.second;
+        if (f.calls != g.calls || f.hash != g.hash)
+          fail(p, "(" + run->name + ") " + axis + " group: rank " + std::to_string(it->second.first) +
+                      " issued " + std::to_string(f.calls) + " collectives (hash " + f.hash +
+                      "), rank " + std::to_string(r.rank) + " " + std::to_string(g.calls) +
+                      " (hash " + g.hash + ")");
+      }
+    if (run->ranks.empty() || run->ranks[0].collectives.empty())
+      fail(p, "(" + run->name + ") reported no collective hashes");
+  }
+  if (p.status == Status::pass && groups == 0)
+    return skip(p, "every group has one member: no rank has a peer to compare with",
+                "use --tp 2 (or --cp 2, --dp 2)");
+  if (p.status == Status::pass)
+    p.reason = std::to_string(groups) + " groups of 2 or more ranks, every member issued the "
+               "identical sequence (" + std::to_string(calls) + " calls in all, one member each)";
+  return p;
+}
+
+namespace {
+class CollectiveSymmetry final : public Property {
+ public:
+  std::string_view name() const override { return "collective_symmetry"; }
+  PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
+    return check_collective_symmetry(runs.all);
+  }
+};
+}  // namespace
+
+const Property& collective_symmetry_property() {
+  static const CollectiveSymmetry property;
+  return property;
+}
+
+}  // namespace parity::checks

@@ -1,0 +1,113 @@
+// sharded_reduction: every metric of a TP x CP x DP (x SP) run equals the same
+// metric of a single-rank run over the same global batch (the tolerance of
+// tolerance.h), and every rank holds the same result.
+#include <cmath>
+
+#include "harness/checks/properties/common.h"
+
+namespace parity::checks {
+
+using namespace detail;
+
+PropertyResult check_sharded_reduction(const CheckRun& single,
+                                       const std::vector<const CheckRun*>& sharded,
+                                       std::vector<MetricComparison>* rows) {
+  std::string compared;
+  for (const CheckRun* r : sharded)
+    compared += (compared.empty() ? "(" : ", (") + r->name + ") vs (" + single.name + ")";
+  PropertyResult p = make("sharded_reduction", compared);
+  const Tolerances tolerances = tolerances_for(single.config);
+  const double tol = tolerances.metric;
+  ErrorTracker err;
+  std::int64_t n = 0;
+  if (single.ranks.empty()) {
+    fail(p, "the single-rank run returned nothing");
+    return p;
+  }
+  const auto& ref = single.ranks[0].steps;
+  std::string worst_reason;
+  double worst_rel = -1;
+  for (const CheckRun* run : sharded) {
+    if (run->ranks.empty() || run->config.metrics.empty()) continue;
+    // Every rank holds the same (globally reduced) results.
+    for (const RankRun& r : run->ranks)
+      for (std::size_t s = 0; s < r.steps.size() && s < run->ranks[0].steps.size(); ++s)
+        for (const auto& [key, v] : r.steps[s].metrics) {
+          auto it = run->ranks[0].steps[s].metrics.find(key);
+          const double w = it == run->ranks[0].steps[s].metrics.end() ? NAN : it->second;
+          if (!(v == w || (std::isnan(v) && std::isnan(w))))
+            fail(p, "(" + run->name + ") step " + std::to_string(s) + " " + key.first + " [" +
+                        key.second + "]: rank " + std::to_string(r.rank) + " has " + num(v) +
+                        ", rank 0 " + num(w));
+        }
+    const auto& steps = run->ranks[0].steps;
+    for (std::size_t s = 0; s < steps.size() && s < ref.size(); ++s) {
+      for (const auto& [key, want] : ref[s].metrics) {
+        auto it = steps[s].metrics.find(key);
+        if (it == steps[s].metrics.end()) {
+          // Per-layer graphs: sites inside the layer are silent on replay steps.
+          if (run->config.graphs == GraphOption::per_layer && s >= 1 &&
+              inside_graphed_layer(metric_kind(key.first)))
+            continue;
+          fail(p, "(" + run->name + ") step " + std::to_string(s) + ": " + key.first + " [" +
+                      key.second + "] missing (the single-rank run has it)");
+          continue;
+        }
+        MetricComparison row{run->name, static_cast<std::int64_t>(s), key.first, key.second,
+                             it->second, want};
+        row.ok = within(it->second, want, tol, &row.abs_err, &row.rel_err);
+        ++n;
+        err.add(row.abs_err, row.rel_err, key.first, key.second);
+        if (!row.ok && row.rel_err > worst_rel) {
+          worst_rel = row.rel_err;
+          worst_reason = key.first + " [" + key.second + "] step " + std::to_string(s) + " in (" +
+                         run->name + "): " + num(row.value) + " vs single-rank " +
+                         num(row.reference) + " (abs " + num(row.abs_err) + ", rel " +
+                         num(row.rel_err) + " > " + tolerances.basis + " rel " + num(tol) + ")";
+        }
+        if (rows) rows->push_back(row);
+      }
+      for (const auto& [key, v] : steps[s].metrics)
+        if (!ref[s].metrics.count(key))
+          fail(p, "(" + run->name + ") step " + std::to_string(s) + ": " + key.first + " [" +
+                      key.second + "] has no single-rank counterpart");
+    }
+  }
+  if (!worst_reason.empty()) {
+    // The worst value error leads; a disagreement between ranks found earlier follows.
+    const std::string earlier = p.status == Status::fail ? "; also: " + p.reason : "";
+    p.status = Status::pass;
+    fail(p, worst_reason + earlier);
+  }
+  err.into(p);
+  if (p.status == Status::fail && !worst_reason.empty()) {
+    p.worst_site = err.site;
+    p.worst_label = err.label;
+  }
+  if (n == 0 && p.status == Status::pass)
+    return skip(p, "no metric results to compare (no --metrics)",
+                "use --metrics layer-residual-accumulator-l2 (or any metric)");
+  if (p.status == Status::pass)
+    p.reason = std::to_string(n) + " metric values within " + tolerances.basis + " rel " + num(tol);
+  return p;
+}
+
+namespace {
+class ShardedReduction final : public Property {
+ public:
+  std::string_view name() const override { return "sharded_reduction"; }
+  PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>* rows) const override {
+    // (e) exists when dropout makes the sharded runs a different computation.
+    return check_sharded_reduction(
+        *runs.b, runs.e ? std::vector<const CheckRun*>{runs.e} : std::vector<const CheckRun*>{runs.a, runs.c},
+        rows);
+  }
+};
+}  // namespace
+
+const Property& sharded_reduction_property() {
+  static const ShardedReduction property;
+  return property;
+}
+
+}  // namespace parity::checks
