@@ -1,5 +1,5 @@
 #pragma once
-// The `parity` command line: subcommands check, run, sweep, repro, mutants; the
+// The `parity` command line: subcommands check, selfcheck, run, repro, mutants; the
 // run options of issue 2 and the model options of issue 3, mapped into a
 // RunConfig and validated by validate_run_config. The hidden subcommands
 // `__rank-worker` and `__free-port` are handled by main() before this.

@@ -1,5 +1,7 @@
 #include "harness/config/model_mapping.h"
 
+#include "harness/trace/trace_recorder.h"
+
 namespace parity {
 
 ModelConfig model_config_from(const RunConfig& c) {
@@ -45,5 +47,7 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.graph_warmup = c.graph_warmup;
   return m;
 }
+
+KindSet model_source_kinds(const ModelConfig&) { return first_wave_kinds(); }
 
 }  // namespace parity

@@ -6,11 +6,17 @@
 
 #include "harness/config/run_config.h"
 #include "harness/model/model_config.h"
+#include "harness/observation/source_kind.h"
 
 namespace parity {
 
 // Every model field the run configures (recompute and graph phases included).
 // Call on a validated config.
 ModelConfig model_config_from(const RunConfig& config);
+
+// The source kinds the model announces observation sites for: a metric of any
+// other kind would compare nothing. parity's model is a dense GPT (no MoE
+// router, no MTP head), so every configuration has the first-wave kinds.
+KindSet model_source_kinds(const ModelConfig& model);
 
 }  // namespace parity

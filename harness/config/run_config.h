@@ -66,6 +66,7 @@ struct RunConfig {
   int dp = 1;
   bool sp = false;                         // sequence parallelism (needs tp > 1)
   LaunchMode launch = LaunchMode::threads;
+  std::string backend = "reference";       // a registered backend (harness/backend/registry.h)
   std::uint64_t seed = 1234;
   double timeout = 60.0;                   // seconds: no-progress limit and Gloo timeout
   std::string report;                      // JSON report path; "" = none
@@ -121,6 +122,9 @@ struct ConfigViolation {
   std::string value;  // as given: "3", "selective:foo", "true"
   std::string rule;   // "hidden size 64 is not divisible by 3"
   Kind kind = Kind::number;
+  // The other keys the rule reads ("tp" for "heads must be divisible by tp"), so
+  // a message can say where their values came from.
+  std::vector<std::string> involves = {};
 };
 
 // Every rule every run needs (issue 2 and issue 3 "Bad input"); empty = valid.
@@ -144,7 +148,8 @@ class ConfigError : public std::runtime_error {
 
 // ---------------------------------------------------------------- JSON
 
-// Every key, always (so the hand-off is complete).
+// Every key, always (so the hand-off is complete). Equality, JSON and the key
+// list are driven by the field table (run_config_fields.h).
 nlohmann::json to_json(const RunConfig& config);
 // Missing keys keep their defaults; an unknown key, a wrong type or an unknown
 // enum spelling throws ConfigParseError with one line naming the key and value,

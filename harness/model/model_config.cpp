@@ -81,58 +81,100 @@ std::string str(T v) {
   os << v;
   return os.str();
 }
-void require(bool ok, const char* field, const std::string& value, const std::string& rule) {
-  if (!ok) throw ModelConfigError(field, value, rule);
-}
 }  // namespace
 
-void ModelConfig::validate(int tp, int cp, int dp) const {
-  require(tp >= 1, "tp", str(tp), "must be >= 1");
-  require(cp >= 1, "cp", str(cp), "must be >= 1");
-  require(dp >= 1, "dp", str(dp), "must be >= 1");
-  require(hidden >= 1, "hidden", str(hidden), "must be >= 1");
-  require(heads >= 1, "heads", str(heads), "must be >= 1");
-  require(hidden % heads == 0, "hidden", str(hidden),
-          "must be divisible by heads (" + str(heads) + ")");
-  require(heads % tp == 0, "heads", str(heads), "must be divisible by tp (" + str(tp) + ")");
-  require(ffn_hidden >= 1, "ffn_hidden", str(ffn_hidden), "must be >= 1");
-  require(ffn_hidden % tp == 0, "ffn_hidden", str(ffn_hidden),
-          "must be divisible by tp (" + str(tp) + ")");
-  require(layers >= 1, "layers", str(layers), "must be >= 1");
-  require(vocab >= 1, "vocab", str(vocab), "must be >= 1");
-  require(vocab % tp == 0, "vocab", str(vocab), "must be divisible by tp (" + str(tp) + ")");
-  require(micro_batch >= 1, "micro_batch", str(micro_batch), "must be >= 1");
-  require(seq >= 1, "seq", str(seq), "must be >= 1");
-  require(seq % (2 * cp) == 0 || cp == 1, "seq", str(seq),
-          "must be divisible by 2*cp (" + str(2 * cp) + ")");
-  require(!sequence_parallel || tp > 1, "sequence_parallel", "true", "needs tp > 1 (tp = 1)");
-  if (sequence_parallel) {
-    require((seq / cp) % tp == 0, "seq", str(seq),
-            "must be divisible by cp*tp (" + str(cp * tp) + ") under sequence parallel");
+std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp) const {
+  std::vector<ModelConfigViolation> out;
+  auto add = [&](std::string field, std::string value, std::string rule,
+                 std::vector<std::string> involves = {}) {
+    out.push_back({std::move(field), std::move(value), std::move(rule), std::move(involves)});
+  };
+  auto at_least_one = [&](const char* field, long long v) {
+    if (v < 1) add(field, str(v), "must be >= 1");
+  };
+  at_least_one("tp", tp);
+  at_least_one("cp", cp);
+  at_least_one("dp", dp);
+  at_least_one("hidden", hidden);
+  at_least_one("heads", heads);
+  at_least_one("ffn_hidden", ffn_hidden);
+  at_least_one("layers", layers);
+  at_least_one("seq", seq);
+  at_least_one("micro_batch", micro_batch);
+  at_least_one("vocab", vocab);
+  if (!out.empty()) return out;  // the rules below divide by these
+
+  if (hidden % heads != 0)
+    add("hidden", str(hidden), "must be divisible by heads (" + str(heads) + ")", {"heads"});
+  // Tensor parallelism splits the heads (so the hidden size), the ffn and the vocab.
+  auto divisible_by_tp = [&](const char* field, std::int64_t v) {
+    if (v % tp != 0) add(field, str(v), "must be divisible by tp (" + str(tp) + ")", {"tp"});
+  };
+  divisible_by_tp("heads", heads);
+  divisible_by_tp("ffn_hidden", ffn_hidden);
+  divisible_by_tp("vocab", vocab);
+
+  if (sequence_parallel && tp == 1)
+    add("sequence_parallel", "true", "sequence parallelism requires tp > 1 (tp = 1)", {"tp"});
+  // Sequence layout: CP holds 2 of 2*cp load-balanced chunks; SP splits the
+  // sequence over TP; with both, every chunk is split over TP.
+  const bool cp_split = cp > 1;
+  const bool sp_split = sequence_parallel && tp > 1;
+  const std::vector<std::string> layout = {"cp", "tp", "sequence_parallel"};
+  if (cp_split && sp_split) {
+    const std::int64_t d = 2LL * cp * tp;
+    if (seq % d != 0)
+      add("seq", str(seq),
+          "sequence length " + str(seq) + " is not divisible by 2*cp*tp = " + str(d) +
+              " (context-parallel load-balanced chunks, each split over tp by sequence "
+              "parallelism)",
+          layout);
+  } else if (cp_split) {
+    if (seq % (2LL * cp) != 0)
+      add("seq", str(seq),
+          "sequence length " + str(seq) + " is not divisible by 2*cp = " + str(2 * cp) +
+              " (context-parallel load-balanced layout)",
+          layout);
+  } else if (sp_split && seq % tp != 0) {
+    add("seq", str(seq),
+        "sequence length " + str(seq) + " is not divisible by tp = " + str(tp) +
+            " (sequence parallelism)",
+        layout);
   }
-  require(dropout >= 0.0 && dropout < 1.0, "dropout", str(dropout), "must be in [0, 1)");
-  require(norm_eps > 0.0, "norm_eps", str(norm_eps), "must be > 0");
-  require(init_std > 0.0 && std::isfinite(init_std), "init_std", str(init_std), "must be > 0");
+
+  if (!(dropout >= 0.0 && dropout < 1.0)) add("dropout", str(dropout), "must be in [0, 1)");
+  if (!(norm_eps > 0.0) || !std::isfinite(norm_eps)) add("norm_eps", str(norm_eps), "must be > 0");
+  if (!(init_std > 0.0) || !std::isfinite(init_std)) add("init_std", str(init_std), "must be > 0");
+
   const bool full = recompute == RecomputeKind::full_uniform || recompute == RecomputeKind::full_block;
-  if (full) {
-    require(recompute_layers >= 1, "recompute_layers", str(recompute_layers),
-            "must be >= 1 under recompute " + std::string(to_string(recompute)));
-    require(recompute_layers <= layers, "recompute_layers", str(recompute_layers),
-            "must be <= layers (" + str(layers) + ")");
+  const std::string mode(to_string(recompute));
+  if (full && (recompute_layers < 1 || recompute_layers > layers)) {
+    add("recompute_layers", str(recompute_layers),
+        "must be in [1, " + str(layers) + "] (the number of layers) with recompute " + mode,
+        {"layers", "recompute"});
+  } else if (recompute == RecomputeKind::full_uniform && layers % recompute_layers != 0) {
+    add("recompute_layers", str(recompute_layers),
+        "must divide the number of layers " + str(layers) +
+            " with recompute full-uniform (chunks of equal size)",
+        {"layers", "recompute"});
   }
-  if (recompute == RecomputeKind::full_uniform) {
-    require(layers % recompute_layers == 0, "recompute_layers", str(recompute_layers),
-            "must divide layers (" + str(layers) + ") under full-uniform recompute");
-  }
-  if (recompute == RecomputeKind::selective) {
-    require(!recompute_modules.empty(), "recompute_modules", "(empty)",
-            "selective recompute needs at least one of core_attn, layernorm, mlp");
-  }
-  require(graph_warmup >= 0, "graph_warmup", str(graph_warmup), "must be >= 0");
+  if (recompute == RecomputeKind::selective && recompute_modules.empty())
+    add("recompute_modules", "(empty)",
+        "selective recompute needs at least one of core_attn, layernorm, mlp");
+  if (graph_warmup < 0) add("graph_warmup", str(graph_warmup), "must be >= 0");
   // Megatron: "recompute_granularity must not be full when CUDA Graphs are enabled"
   // (per-layer graphs; the checkpoint would wrap the graphed layers).
-  require(!(full && graphs == GraphMode::per_layer), "recompute", std::string(to_string(recompute)),
-          "full recompute cannot be combined with per-layer graphs (use selective)");
+  if (full && graphs == GraphMode::per_layer)
+    add("recompute", mode,
+        "full recompute cannot be combined with per-layer graphs (as in Megatron: "
+        "\"recompute_granularity must not be full when CUDA Graphs are enabled\"); use selective",
+        {"graphs"});
+  return out;
+}
+
+void ModelConfig::validate(int tp, int cp, int dp) const {
+  const std::vector<ModelConfigViolation> v = violations(tp, cp, dp);
+  if (!v.empty()) throw ModelConfigError(v.front().field, v.front().value, v.front().rule);
 }
 
 }  // namespace parity

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace parity {
 
@@ -53,6 +54,15 @@ class ModelConfigError : public std::invalid_argument {
   std::string field_;
 };
 
+// One broken rule: the field (ModelConfig's name, or tp/cp/dp), its value, the
+// rule, and the other fields the rule reads (so a caller can say where they came from).
+struct ModelConfigViolation {
+  std::string field;
+  std::string value;
+  std::string rule;
+  std::vector<std::string> involves;
+};
+
 struct ModelConfig {
   std::int64_t hidden = 64;
   std::int64_t heads = 4;
@@ -86,8 +96,11 @@ struct ModelConfig {
     return activation == ActivationKind::swiglu ? 2 * ffn_hidden : ffn_hidden;
   }
 
-  // Throws ModelConfigError for the first violated rule, for a run with the
-  // given parallel sizes.
+  // Every rule the model needs, for a run with the given parallel sizes (the one
+  // home of these rules: RunConfig's validator maps them onto its keys). Sizes
+  // below 1 are reported alone (the divisibility rules need them).
+  std::vector<ModelConfigViolation> violations(int tp, int cp, int dp) const;
+  // Throws ModelConfigError for the first of violations().
   void validate(int tp, int cp, int dp) const;
 };
 

@@ -1,23 +1,21 @@
 #!/usr/bin/env bash
-# expect.sh [--max-seconds N] EXPECTED_CODE REGEX -- COMMAND...
-# Runs COMMAND, prints its output, and passes iff it exits with EXPECTED_CODE,
-# its combined stdout+stderr matches the extended REGEX (grep -E), and (when
-# given) it took at most N seconds.
+# expect.sh [--also REGEX]... EXPECTED_CODE REGEX -- COMMAND...
+# Runs COMMAND, prints its output, and passes iff it exits with EXPECTED_CODE
+# and its combined stdout+stderr matches the extended REGEX (grep -E) and every
+# --also REGEX. No wall-clock bound: CTest's TIMEOUT is the hang guard (a loaded
+# 2-core machine must not fail a correct run).
 set -uo pipefail
-max_seconds=""
-if [[ "${1:-}" == "--max-seconds" ]]; then max_seconds="$2"; shift 2; fi
+also=()
+while [[ "${1:-}" == "--also" ]]; do also+=("$2"); shift 2; done
 expected="$1"; regex="$2"; shift 2
 [[ "${1:-}" == "--" ]] && shift
-start=$(date +%s.%N)
 output="$("$@" 2>&1)"
 code=$?
-elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
 printf '%s\n' "$output"
-echo "[expect] exit code $code (expected $expected), ${elapsed} s"
+echo "[expect] exit code $code (expected $expected)"
 fail=0
 if [[ "$code" != "$expected" ]]; then echo "[expect] FAIL: exit code $code, expected $expected"; fail=1; fi
-if ! grep -Eq -- "$regex" <<<"$output"; then echo "[expect] FAIL: output does not match: $regex"; fail=1; fi
-if [[ -n "$max_seconds" ]] && awk -v e="$elapsed" -v m="$max_seconds" 'BEGIN { exit !(e > m) }'; then
-  echo "[expect] FAIL: took ${elapsed} s, more than $max_seconds s"; fail=1
-fi
+for r in "$regex" "${also[@]}"; do
+  if ! grep -Eq -- "$r" <<<"$output"; then echo "[expect] FAIL: output does not match: $r"; fail=1; fi
+done
 exit $fail

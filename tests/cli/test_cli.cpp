@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 
 #include "harness/base/files.h"
 #include "harness/cli/cli.h"
+#include "harness/config/run_config_fields.h"
 
 namespace parity::cli {
 namespace {
@@ -37,8 +39,9 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
        "128", "--layers", "5", "--seq", "32", "--micro-batch", "3", "--microbatches", "4",
        "--steps", "7", "--vocab", "200", "--dtype", "bf16", "--fp32-residual", "--dropout", "0.1",
        "--norm", "rmsnorm", "--activation", "swiglu", "--recompute", "selective:core_attn,mlp",
-       "--recompute-layers", "2", "--graphs", "full-iteration", "--graph-warmup", "0", "--trace",
-       "t.jsonl", "--gather-output", "--runtime-gather-output", "off", "--lr", "0.25"});
+       "--recompute-layers", "2", "--graphs", "per-layer", "--graph-warmup", "0", "--trace",
+       "t.jsonl", "--gather-output", "--runtime-gather-output", "off", "--lr", "0.25",
+       "--backend", "reference", "--metrics", "global-output-logits-l2,layer-residual-accumulator-l2"});
   ASSERT_TRUE(p.errors.empty()) << p.errors.front();
   EXPECT_EQ(p.command, "run");
   const RunConfig& c = p.config;
@@ -68,12 +71,21 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.activation, ActivationOption::swiglu);
   EXPECT_EQ(c.recompute, "selective:core_attn,mlp");
   EXPECT_EQ(c.recompute_layers, 2);
-  EXPECT_EQ(c.graphs, GraphOption::full_iteration);
+  EXPECT_EQ(c.graphs, GraphOption::per_layer);
   EXPECT_EQ(c.graph_warmup, 0);
   EXPECT_EQ(c.trace, "t.jsonl");
   EXPECT_TRUE(c.gather_output);
   EXPECT_EQ(c.runtime_gather_output, RuntimeGatherOption::off);
   EXPECT_EQ(c.lr, 0.25);
+  EXPECT_EQ(c.backend, "reference");
+  EXPECT_EQ(c.metrics, (std::vector<std::string>{"global-output-logits-l2",
+                                                 "layer-residual-accumulator-l2"}));
+  // Every field of the table was given a non-default value above.
+  const RunConfig defaults;
+  for (const RunConfigField& f : run_config_fields())
+    if (f.key != "backend") {
+      EXPECT_NE(f.get(c), f.get(defaults)) << f.key;
+    }
 }
 
 TEST(CommandLine, DefaultsAreRunConfigDefaults) {
@@ -87,12 +99,16 @@ TEST(CommandLine, DefaultsAreRunConfigDefaults) {
 
 TEST(CommandLine, ViolationsAreOneLineEach) {
   ParsedCommand p = parse({"selfcheck", "--tp", "3", "--dtype", "fp16"});
+  // The model's rules name the field they constrain, and the values the user
+  // did not type say where they came from.
   EXPECT_EQ(p.errors, (std::vector<std::string>{
                           "--dtype fp16: must be one of fp32, fp64, bf16",
-                          "--tp 3: hidden size 64 is not divisible by 3",
-                          "--tp 3: number of heads 4 is not divisible by 3",
-                          "--tp 3: ffn hidden size 256 is not divisible by 3",
-                          "--tp 3: vocab size 128 is not divisible by 3",
+                          "--heads 4: must be divisible by tp (3) (the built-in default sets "
+                          "--heads 4; pass --heads to override it)",
+                          "--ffn-hidden 256: must be divisible by tp (3) (the built-in default "
+                          "sets --ffn-hidden 256; pass --ffn-hidden to override it)",
+                          "--vocab 128: must be divisible by tp (3) (the built-in default sets "
+                          "--vocab 128; pass --vocab to override it)",
                       }));
   p = parse({"selfcheck", "--inject", "crash-rank=1", "garbage"});
   ASSERT_EQ(p.errors.size(), 1u);
@@ -132,8 +148,7 @@ TEST(CommandLine, ReportIsWrittenAtomically) {
   Args args({"selfcheck", "--tp", "2", "--dp", "2", "--report", path});
   std::ostringstream out, err;
   ASSERT_EQ(run_command_line(args.argc(), args.argv.data(), out, err), kExitOk) << err.str();
-  std::ifstream in(path);
-  const nlohmann::json report = nlohmann::json::parse(in);
+  const nlohmann::json report = nlohmann::json::parse(files::read(path).value_or("null"));
   EXPECT_EQ(report["command"], "selfcheck");
   EXPECT_EQ(report["exit_code"], 0);
   EXPECT_EQ(report["config"]["tp"], 2);
@@ -148,6 +163,184 @@ TEST(CommandLine, ReportIsWrittenAtomically) {
       names.push_back(e->d_name);
   ::closedir(d);
   EXPECT_EQ(names, std::vector<std::string>{"report.json"});
+}
+
+// Every boolean has a negative spelling that wins when it comes last.
+TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
+  int booleans = 0;
+  for (const RunConfigField& f : run_config_fields()) {
+    if (f.type != FieldType::flag) continue;
+    ++booleans;
+    const std::string on = "--" + std::string(f.key), off = "--no-" + std::string(f.key);
+    std::vector<std::string> extra;
+    if (f.key == "sp") extra = {"--tp", "2"};
+    std::vector<std::string> a = {"run", on};
+    a.insert(a.end(), extra.begin(), extra.end());
+    ParsedCommand p = parse(a);
+    ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
+    EXPECT_EQ(f.get(p.config), true) << on;
+    a.push_back(off);
+    p = parse(a);
+    ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
+    EXPECT_EQ(f.get(p.config), false) << off;
+  }
+  EXPECT_EQ(booleans, 4);  // sp, check-collectives, fp32-residual, gather-output
+  // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
+  const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
+  EXPECT_TRUE(p.errors.empty()) << p.errors.front();
+  EXPECT_FALSE(p.config.sp);
+}
+
+TEST(CommandLine, HelpListsNegationsAndOnlyRealCommands) {
+  std::ostringstream out, err;
+  Args top({"--help"});
+  ASSERT_EQ(run_command_line(top.argc(), top.argv.data(), out, err), kExitOk);
+  for (const char* command : {"check", "selfcheck", "run", "repro", "mutants"})
+    EXPECT_NE(out.str().find(command), std::string::npos) << command;
+  EXPECT_EQ(out.str().find("sweep"), std::string::npos) << out.str();
+  out.str("");
+  Args run({"run", "--help"});
+  ASSERT_EQ(run_command_line(run.argc(), run.argv.data(), out, err), kExitOk);
+  for (const char* negation : {"--no-sp", "--no-fp32-residual", "--no-gather-output",
+                               "--no-check-collectives", "--backend"})
+    EXPECT_NE(out.str().find(negation), std::string::npos) << negation << " in\n" << out.str();
+  Args sweep({"sweep"});
+  EXPECT_EQ(run_command_line(sweep.argc(), sweep.argv.data(), out, err), kExitBadInput);
+  EXPECT_EQ(err.str(), "parity: unknown command \"sweep\" (known: check, selfcheck, run, repro, "
+                       "mutants; see parity --help)\n");
+}
+
+// Issue 10: the embedded default's values are named as such.
+TEST(CommandLine, ErrorsNameTheSourceOfValuesNotTyped) {
+  ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4"});
+  EXPECT_EQ(p.errors, (std::vector<std::string>{
+                          "--sp: sequence parallelism requires tp > 1 (tp = 1) (the embedded "
+                          "default sets --sp; pass --no-sp)"}));
+  p = parse({"check", "--recompute", "full-uniform"});
+  ASSERT_EQ(p.errors.size(), 1u);
+  EXPECT_EQ(p.errors[0].rfind("--recompute full-uniform: full recompute cannot be combined with "
+                              "per-layer graphs",
+                              0),
+            0u)
+      << p.errors[0];
+  EXPECT_NE(p.errors[0].find("(the embedded default sets --graphs per-layer; pass --graphs to "
+                             "override it)"),
+            std::string::npos)
+      << p.errors[0];
+  // A value the user typed carries no note.
+  p = parse({"run", "--sp"});
+  EXPECT_EQ(p.errors, (std::vector<std::string>{"--sp: sequence parallelism requires tp > 1 (tp = 1)"}));
+  // A scenario file names itself, for its own keys and for the keys a rule reads.
+  files::TempDir dir("parity-cli-sources");
+  const std::string file = dir.path() + "/s.json";
+  files::write_atomically(file, R"({"graphs": "per-layer", "sp": true})");
+  p = parse({"check", file, "--recompute", "full-block"});
+  ASSERT_EQ(p.errors.size(), 2u) << p.errors[0];
+  EXPECT_EQ(p.errors[0], file + ": \"sp\" = true: sequence parallelism requires tp > 1 (tp = 1)");
+  EXPECT_NE(p.errors[1].find("(" + file + " sets --graphs per-layer; pass --graphs to override it)"),
+            std::string::npos)
+      << p.errors[1];
+}
+
+TEST(CommandLine, MetricsTheModelCannotObserveAreRejected) {
+  for (const char* metric : {"layer-router-logits-l2", "layer-router-decision-entropy",
+                             "global-mtp-logits-l2"}) {
+    for (const char* command : {"run", "check"}) {
+      const ParsedCommand p = parse({command, "--metrics", metric});
+      ASSERT_EQ(p.errors.size(), 1u) << command << " " << metric;
+      EXPECT_EQ(p.errors[0].rfind("--metrics " + std::string(metric) + ": metric " + metric +
+                                      " reads ",
+                                  0),
+                0u)
+          << p.errors[0];
+      EXPECT_NE(p.errors[0].find("it needs "), std::string::npos) << p.errors[0];
+    }
+  }
+  EXPECT_TRUE(parse({"run", "--metrics", "layer-residual-contribution-l2,global-output-logits-l2"})
+                  .errors.empty());
+}
+
+// ------------------------------------------------------------ every option, a bad value
+
+struct BadValue {
+  std::string flag;                // "--tp"
+  std::vector<std::string> args;   // the command-line words after the command
+};
+
+void PrintTo(const BadValue& b, std::ostream* os) {
+  *os << b.flag;
+  for (const std::string& a : b.args) *os << " " << a;
+}
+
+// One bad value per run option; the test below fails when a field has none.
+std::vector<BadValue> bad_values() {
+  auto one = [](std::string flag, std::string value) {
+    return BadValue{"--" + flag, {"--" + flag, value}};
+  };
+  return {
+      one("tp", "0"),           one("cp", "-2"),
+      one("dp", "two"),         {"--sp", {"--sp=maybe"}},
+      one("launch", "mpi"),     one("backend", "cuda-nope"),
+      one("seed", "-5"),        one("timeout", "-1"),
+      one("report", "/nonexistent-parity-dir/r.json"),
+      one("inject", "boom"),    {"--check-collectives", {"--check-collectives=maybe"}},
+      one("hidden", "0"),       one("heads", "-1"),
+      one("ffn-hidden", "0"),   one("layers", "0"),
+      one("seq", "0"),          one("micro-batch", "0"),
+      one("microbatches", "0"), one("steps", "0"),
+      one("vocab", "1.5"),      one("dtype", "fp16"),
+      {"--fp32-residual", {"--fp32-residual=maybe"}},
+      one("dropout", "1.5"),    one("norm", "batchnorm"),
+      one("activation", "relu"), one("recompute", "partial"),
+      one("recompute-layers", "0"), one("graphs", "cuda"),
+      one("graph-warmup", "-1"), one("trace", "/nonexistent-parity-dir/t.jsonl"),
+      {"--gather-output", {"--gather-output=maybe"}},
+      one("runtime-gather-output", "sometimes"),
+      one("lr", "-0.5"),        one("metrics", "nope"),
+  };
+}
+
+std::string name_of(const testing::TestParamInfo<BadValue>& info) {
+  std::string name = info.param.flag.substr(2);
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name;
+}
+
+class EveryOption : public testing::TestWithParam<BadValue> {};
+
+TEST_P(EveryOption, RejectsABadValueWithExit2NamingTheFlag) {
+  for (const char* command : {"run", "selfcheck"}) {
+    std::vector<std::string> a = {command};
+    a.insert(a.end(), GetParam().args.begin(), GetParam().args.end());
+    Args args(a);
+    std::ostringstream out, err;
+    EXPECT_EQ(run_command_line(args.argc(), args.argv.data(), out, err), kExitBadInput)
+        << command << ": " << err.str();
+    EXPECT_NE(err.str().find(GetParam().flag), std::string::npos) << err.str();
+    EXPECT_EQ(err.str().find('\n'), err.str().size() - 1) << "one line: " << err.str();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CommandLine, EveryOption, testing::ValuesIn(bad_values()), name_of);
+
+TEST(CommandLine, EveryOptionHasABadValueCase) {
+  std::vector<std::string> covered;
+  for (const BadValue& b : bad_values()) covered.push_back(b.flag);
+  for (const RunConfigField& f : run_config_fields())
+    EXPECT_NE(std::find(covered.begin(), covered.end(), "--" + std::string(f.key)), covered.end())
+        << "no bad-value case for --" << f.key;
+  EXPECT_EQ(covered.size(), run_config_fields().size());
+}
+
+// mutants' own numbers: a negative seed no longer wraps.
+TEST(CommandLine, MutantsOptionsHaveRangeRules) {
+  for (const std::vector<std::string>& a : std::vector<std::vector<std::string>>{
+           {"mutants", "--seed", "-5"}, {"mutants", "--cases", "0"}, {"mutants", "--shrink-steps", "-1"}}) {
+    const ParsedCommand p = parse(a);
+    ASSERT_EQ(p.errors.size(), 1u) << a[1];
+    EXPECT_NE(p.errors[0].find(a[1]), std::string::npos) << p.errors[0];
+  }
 }
 
 }  // namespace

@@ -2,10 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <limits>
+#include <set>
 
 #include "harness/config/model_mapping.h"
 #include "harness/config/run_config.h"
+#include "harness/config/run_config_fields.h"
+#include "harness/config/value_sources.h"
 #include "harness/parallel/runtime_faults.h"
 
 namespace parity {
@@ -62,30 +66,31 @@ TEST(RunConfigValidation, ModelSizesAtLeastOne) {
 TEST(RunConfigValidation, HiddenDivisibleByHeads) {
   RunConfig c;
   c.heads = 3;
-  expect_only(c, "--heads 3: hidden size 64 is not divisible by the number of heads 3");
+  expect_only(c, "--hidden 64: must be divisible by heads (3)");
 }
 
 TEST(RunConfigValidation, TensorParallelDivisibilityNamesWhich) {
   RunConfig c;
   c.tp = 3;
   EXPECT_EQ(cli_lines(c), (std::vector<std::string>{
-                              "--tp 3: hidden size 64 is not divisible by 3",
-                              "--tp 3: number of heads 4 is not divisible by 3",
-                              "--tp 3: ffn hidden size 256 is not divisible by 3",
-                              "--tp 3: vocab size 128 is not divisible by 3",
+                              "--heads 4: must be divisible by tp (3)",
+                              "--ffn-hidden 256: must be divisible by tp (3)",
+                              "--vocab 128: must be divisible by tp (3)",
                           }));
   c = {};
   c.tp = 2;
   c.vocab = 127;
-  expect_only(c, "--tp 2: vocab size 127 is not divisible by 2");
+  expect_only(c, "--vocab 127: must be divisible by tp (2)");
   c = {};
   c.tp = 4;
   c.heads = 2;
-  expect_only(c, "--tp 4: number of heads 2 is not divisible by 4");
+  expect_only(c, "--heads 2: must be divisible by tp (4)");
   c = {};
   c.tp = 2;
   c.ffn_hidden = 255;
-  expect_only(c, "--tp 2: ffn hidden size 255 is not divisible by 2");
+  expect_only(c, "--ffn-hidden 255: must be divisible by tp (2)");
+  // The rule reads tp: a message can say where tp came from.
+  EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"tp"});
 }
 
 TEST(RunConfigValidation, SequenceParallelNeedsTensorParallel) {
@@ -161,14 +166,16 @@ TEST(RunConfigValidation, RecomputeLayersInRangeForFullModes) {
   c.recompute = "full-uniform";
   c.recompute_layers = 3;
   expect_only(c, "--recompute-layers 3: must be in [1, 2] (the number of layers) with "
-                 "--recompute full-uniform");
+                 "recompute full-uniform");
   c.recompute = "full-block";
   c.recompute_layers = 0;
-  expect_only(c, "--recompute-layers 0: must be in [1, 2] (the number of layers) with "
-                 "--recompute full-block");
+  expect_only(c, "--recompute-layers 0: must be >= 1");  // the field's own range, in every mode
+  c.recompute_layers = 3;
+  expect_only(c, "--recompute-layers 3: must be in [1, 2] (the number of layers) with "
+                 "recompute full-block");
   c.recompute_layers = 2;
   EXPECT_TRUE(validate_run_config(c).empty());
-  // Ignored outside the full modes.
+  // Ignored outside the full modes (beyond its own range).
   c.recompute = "none";
   c.recompute_layers = 9;
   EXPECT_TRUE(validate_run_config(c).empty());
@@ -176,7 +183,7 @@ TEST(RunConfigValidation, RecomputeLayersInRangeForFullModes) {
   c.layers = 5;
   c.recompute = "full-uniform";
   c.recompute_layers = 2;
-  expect_only(c, "--recompute-layers 2: must divide the number of layers 5 with --recompute "
+  expect_only(c, "--recompute-layers 2: must divide the number of layers 5 with recompute "
                  "full-uniform (chunks of equal size)");
   c.recompute = "full-block";
   EXPECT_TRUE(validate_run_config(c).empty());
@@ -199,9 +206,11 @@ TEST(RunConfigValidation, NumericRanges) {
   EXPECT_TRUE(validate_run_config(c).empty());
   c = {};
   c.timeout = 0;
-  expect_only(c, "--timeout 0: must be > 0 seconds");
+  expect_only(c, "--timeout 0: must be > 0 and at most 86400 seconds");
   c.timeout = -2.5;
-  expect_only(c, "--timeout -2.5: must be > 0 seconds");
+  expect_only(c, "--timeout -2.5: must be > 0 and at most 86400 seconds");
+  c.timeout = 86401;
+  expect_only(c, "--timeout 86401: must be > 0 and at most 86400 seconds");
   c = {};
   c.lr = -0.1;
   expect_only(c, "--lr -0.1: must be a finite number >= 0");
@@ -248,19 +257,143 @@ TEST(RunConfigValidation, ScenarioFileFormat) {
   ASSERT_TRUE(v.empty());
   c.hidden = 64;
   v = validate_run_config(c);
-  ASSERT_EQ(v.size(), 2u);  // heads and tp
-  EXPECT_EQ(format_for_file(v[1], "scenario.json"),
-            "scenario.json: \"tp\" = 3: hidden size 64 is not divisible by 3");
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(format_for_file(v[0], "scenario.json"),
+            "scenario.json: \"hidden\" = 64: must be divisible by heads (3)");
   c = {};
   c.recompute = "selective:foo";
   c.sp = true;
   v = validate_run_config(c);
   ASSERT_EQ(v.size(), 2u);
-  EXPECT_EQ(format_for_file(v[0], "s.json"),
-            "s.json: \"sp\" = true: sequence parallelism requires tp > 1 (tp = 1)");
   EXPECT_EQ(format_for_file(v[1], "s.json"),
+            "s.json: \"sp\" = true: sequence parallelism requires tp > 1 (tp = 1)");
+  EXPECT_EQ(format_for_file(v[0], "s.json"),
             "s.json: \"recompute\" = \"selective:foo\": unknown recompute module \"foo\" (known: "
             "core_attn, layernorm, mlp)");
+}
+
+TEST(RunConfigValidation, BackendIsARegisteredName) {
+  RunConfig c;
+  EXPECT_EQ(c.backend, "reference");
+  c.backend = "cuda";
+  expect_only(c, "--backend cuda: unknown backend (known: reference)");
+  EXPECT_EQ(run_config_from_json(nlohmann::json::parse(R"({"backend": "reference"})")).backend,
+            "reference");
+}
+
+TEST(RunConfigValidation, OutputFoldersMustExist) {
+  RunConfig c;
+  c.report = "/nonexistent-parity-dir/r.json";
+  expect_only(c, "--report /nonexistent-parity-dir/r.json: folder /nonexistent-parity-dir does not exist");
+  c = {};
+  c.trace = "t.jsonl";  // the working directory
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
+// Issue 10: a metric whose source kind the model has no site for compares nothing.
+TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
+  RunConfig c;
+  c.metrics = {"global-output-logits-l2", "global-mtp-logits-l2"};
+  expect_only(c, "--metrics global-output-logits-l2,global-mtp-logits-l2: metric "
+                 "global-mtp-logits-l2 reads mtp_logits, which the model has no observation site "
+                 "for: it needs multi-token prediction layers (parity's model has no MTP head)");
+  c.metrics = {"layer-router-logits-l2"};
+  const std::vector<std::string> lines = cli_lines(c);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("it needs a mixture-of-experts router"), std::string::npos) << lines[0];
+  c.metrics = {"layer-residual-contribution-l2", "layer-attention-context-l2"};
+  EXPECT_TRUE(validate_run_config(c).empty()) << cli_lines(c).front();
+}
+
+// The field table drives every numeric range: each field with a range rejects
+// a value outside it, naming its key and the rule.
+TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
+  int ranged = 0;
+  for (const RunConfigField& f : run_config_fields()) {
+    if (!f.range) {
+      EXPECT_TRUE(f.type != FieldType::integer && f.type != FieldType::real) << f.key << " has no range";
+      continue;
+    }
+    ++ranged;
+    const double outside = std::isfinite(f.range->lo) ? f.range->lo - 1 : f.range->hi + 1;
+    nlohmann::json j = nlohmann::json::object();
+    j[std::string(f.key)] = f.type == FieldType::integer ? nlohmann::json(static_cast<int>(outside))
+                                                         : nlohmann::json(outside);
+    const std::vector<ConfigViolation> v = validate_run_config(run_config_from_json(j));
+    ASSERT_FALSE(v.empty()) << f.key;
+    EXPECT_EQ(v[0].field, f.key);
+    EXPECT_EQ(v[0].rule, f.range->rule);
+  }
+  EXPECT_EQ(ranged, 17);
+}
+
+TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {
+  std::set<std::string> keys;
+  for (const RunConfigField& f : run_config_fields()) {
+    EXPECT_TRUE(keys.insert(std::string(f.key)).second) << f.key;
+    EXPECT_EQ(std::string(f.key).find('_'), std::string::npos) << f.key;
+    EXPECT_FALSE(f.help.empty()) << f.key;
+  }
+  std::string rule;
+  EXPECT_FALSE(field_value_from_text(*find_run_config_field("seed"), {"-5"}, &rule));
+  EXPECT_EQ(rule, "must be a non-negative integer");
+  EXPECT_FALSE(field_value_from_text(*find_run_config_field("tp"), {"99999999999"}, &rule));
+  EXPECT_EQ(rule, "expected an integer that fits in 32 bits");
+  EXPECT_FALSE(field_value_from_text(*find_run_config_field("lr"), {"nan"}, &rule));
+  EXPECT_EQ(rule, "expected a finite number");
+  EXPECT_EQ(field_value_from_text(*find_run_config_field("seed"), {"18446744073709551615"}, &rule),
+            nlohmann::json(18446744073709551615ull));
+}
+
+// ModelConfig::violations is the one home of the model's rules; the run-config
+// validator names RunConfig's keys and the other keys each rule reads.
+TEST(RunConfigValidation, ModelRulesMapOntoRunKeys) {
+  RunConfig c;
+  c.sp = true;
+  std::vector<ConfigViolation> v = validate_run_config(c);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].field, "sp");
+  EXPECT_EQ(v[0].kind, ConfigViolation::Kind::flag);
+  EXPECT_EQ(v[0].involves, std::vector<std::string>{"tp"});
+  c = {};
+  c.recompute = "full-uniform";
+  c.graphs = GraphOption::per_layer;
+  v = validate_run_config(c);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].field, "recompute");
+  EXPECT_EQ(v[0].value, "full-uniform");
+  EXPECT_EQ(v[0].involves, std::vector<std::string>{"graphs"});
+  // The same rules, straight from the model.
+  const std::vector<ModelConfigViolation> m = model_config_from(c).violations(1, 1, 1);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].field, "recompute");
+}
+
+TEST(ValueSources, DescribeNamesTheSourceAndTheOverride) {
+  RunConfig c;
+  c.sp = true;
+  c.graphs = GraphOption::per_layer;
+  c.recompute = "full-block";
+  ValueSources s;
+  s.set("sp", {ValueOrigin::embedded_default, ""});
+  s.set("graphs", {ValueOrigin::scenario_file, "f.json"});
+  s.set("recompute", {ValueOrigin::command_line, ""});
+  std::vector<std::string> lines;
+  for (const ConfigViolation& v : validate_run_config(c)) lines.push_back(describe_violation(v, s, c));
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "--sp: sequence parallelism requires tp > 1 (tp = 1) (the embedded default "
+                       "sets --sp; pass --no-sp)",
+                       "--recompute full-block: full recompute cannot be combined with per-layer "
+                       "graphs (as in Megatron: \"recompute_granularity must not be full when "
+                       "CUDA Graphs are enabled\"); use selective (f.json sets --graphs per-layer; "
+                       "pass --graphs to override it)"}));
+  // The embedded default records only the keys it changes.
+  ValueSources embedded;
+  RunConfig e;
+  e.tp = 2;
+  embedded.set_differing(e, {ValueOrigin::embedded_default, ""});
+  EXPECT_EQ(embedded.of("tp").origin, ValueOrigin::embedded_default);
+  EXPECT_EQ(embedded.of("cp").origin, ValueOrigin::built_in_default);
 }
 
 TEST(FaultRegistry, OneDocLineEachAndExtensible) {
@@ -335,6 +468,8 @@ RunConfig unusual() {
   c.gather_output = true;
   c.runtime_gather_output = RuntimeGatherOption::off;
   c.lr = 0.25;
+  c.backend = "cuda";  // a name only: JSON does not consult the registry
+  c.metrics = {"global-output-logits-l2"};
   return c;
 }
 

@@ -1,0 +1,187 @@
+// parse_command_line: CLI11 subcommands from the command table, the run
+// options from RunConfig's field table, the scenario under check/repro, and
+// validation; every violation names where its values came from.
+#include <cstdlib>
+#include <deque>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "harness/checks/check.h"
+#include "harness/checks/scenario.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/run_options.h"
+#include "harness/config/value_sources.h"
+#include "harness/parallel/code_path_faults.h"
+#include "harness/parallel/failure_report.h"
+
+namespace parity::cli {
+namespace {
+
+std::string one_error_line(const std::string& what) {
+  return "parity: " + one_line(what, 400) + " (see parity --help)";
+}
+
+// CLI11's own checks print their whole numeric range; these say the rule.
+CLI::Validator rule(std::string name, bool (*ok)(const std::string&), std::string text) {
+  return CLI::Validator(
+      [ok, text](std::string& value) { return ok(value) ? std::string() : value + ": " + text; },
+      "", std::move(name));
+}
+
+bool positive_integer(const std::string& s) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  return !s.empty() && *end == '\0' && v >= 1 && v <= 1000000;
+}
+bool non_negative_integer(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+void add_mutants_options(CLI::App* sub, MutantsOptions& m) {
+  sub->add_option("--fault", m.faults, "only this fault (repeatable)");
+  sub->add_option("--cases", m.cases, "generated scenarios per fault")
+      ->check(rule("CASES", positive_integer, "must be an integer in [1, 1000000]"));
+  // Checked as text: CLI11 would wrap "-5" into a 64-bit seed.
+  sub->add_option("--seed", m.seed, "rapidcheck seed")
+      ->check(rule("SEED", non_negative_integer, "must be a non-negative integer"));
+  sub->add_option("--shrink-steps", m.shrink_steps,
+                  "stop shrinking a counterexample after this many candidates")
+      ->check(rule("STEPS", positive_integer, "must be an integer in [1, 1000000]"));
+  sub->add_option("--report", m.report, "write the table as JSON to FILE");
+}
+
+// The scenario a check starts from: its JSON run options and their sources.
+bool load_scenario(const std::string& file, ParsedCommand& parsed, nlohmann::json* base,
+                   ValueSources* sources) {
+  try {
+    if (file.empty()) {
+      parsed.scenario_source = "embedded default";
+      const RunConfig embedded = checks::default_check_scenario();
+      *base = to_json(embedded);
+      sources->set_differing(embedded, {ValueOrigin::embedded_default, ""});
+    } else {
+      parsed.scenario_source = file;
+      checks::ScenarioMeta meta;
+      *base = checks::read_scenario_file(file, &meta);
+      parsed.expect = meta.expect;
+      parsed.about = meta.about;
+      run_config_from_json(*base);  // unknown keys, wrong types: named with the file
+      sources->set_present(*base, {ValueOrigin::scenario_file, file});
+    }
+  } catch (const std::exception& e) {
+    const bool file_error = dynamic_cast<const checks::ScenarioError*>(&e) != nullptr;
+    parsed.errors.push_back(file_error ? std::string(e.what()) : file + ": " + e.what());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream& out,
+                                 const LaunchOptions& options) {
+  ParsedCommand parsed;
+  CLI::App app{
+      "parity: a LibTorch harness for Megatron Core's tensor-observation semantics.\n"
+      "Exit codes: 0 all good, 1 a property failed, 2 bad input or usage, 3 rank failure or "
+      "timeout.",
+      "parity"};
+  app.require_subcommand(1);
+  std::deque<RunOptionValues> run_values;  // one per subcommand (stable addresses)
+  std::vector<CLI::App*> subs;
+  std::string scenario_file;
+  bool self_check = false;
+  for (const CommandInfo& c : command_table()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    run_values.emplace_back();
+    if (c.name == "mutants") {
+      add_mutants_options(sub, parsed.mutants);
+    } else {
+      const bool check_like = c.name == "check" || c.name == "repro";
+      add_run_options(sub, run_values.back(),
+                      check_like ? checks::default_check_scenario() : RunConfig{});
+      if (c.name == "repro") {
+        sub->add_option("scenario", scenario_file, "the saved scenario file")->required();
+      } else if (c.name == "check") {
+        sub->add_option("scenario", scenario_file,
+                        "scenario file: a JSON object with the run options' keys (docs/cli.md); "
+                        "flags override its values; without it, the embedded default (whose "
+                        "values the flag defaults show)");
+        sub->add_flag("--self-check", self_check, "run the runtime self-check instead (= selfcheck)");
+      }
+    }
+    subs.push_back(sub);
+  }
+
+  // A word where the command goes that names no command (`parity sweep`): CLI11
+  // would only say that a subcommand is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CommandInfo& c : command_table()) {
+      known = known || c.name == argv[1];
+      names += (names.empty() ? "" : ", ") + c.name;
+    }
+    if (!known) {
+      parsed.errors.push_back("parity: unknown command \"" + std::string(argv[1]) + "\" (known: " +
+                              names + "; see parity --help)");
+      return parsed;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    std::ostringstream err;
+    app.exit(e, out, err);
+    parsed.help_shown = true;
+    return parsed;
+  } catch (const CLI::ParseError& e) {
+    parsed.errors.push_back(one_error_line(e.what()));
+    return parsed;
+  }
+  std::size_t index = 0;
+  for (std::size_t i = 0; i < subs.size(); ++i)
+    if (subs[i]->parsed()) index = i, parsed.command = command_table()[i].name;
+  if (parsed.command == "mutants") {
+    for (const std::string& f : parsed.mutants.faults)
+      if (!parse_code_path_fault(f))
+        parsed.errors.push_back("--fault " + f + ": not a code-path fault (parity --help lists them)");
+    return parsed;
+  }
+  const bool check_like = parsed.command == "check" || parsed.command == "repro";
+  if (parsed.command == "check" && self_check) parsed.command = "selfcheck";
+
+  // The base (built-in defaults, or check's scenario), then the flags over it.
+  // A value of the wrong type was typed on the command line: its flag says so.
+  std::vector<ConfigViolation> typed;
+  const nlohmann::json given = given_run_options(run_values[index], &typed);
+  for (const ConfigViolation& v : typed) parsed.errors.push_back(format_for_cli(v));
+  std::vector<ConfigViolation> violations;
+  nlohmann::json base = to_json(RunConfig{});
+  ValueSources sources;
+  if (check_like && !load_scenario(scenario_file, parsed, &base, &sources)) return parsed;
+  for (const auto& [key, value] : given.items()) {
+    base[key] = value;
+    sources.set(key, {ValueOrigin::command_line, ""});
+  }
+  RunConfig c = run_config_from_json(base);
+  if (check_like && c.launch == LaunchMode::env)
+    violations.push_back({"launch", "env",
+                          "parity check launches several worlds (the single-rank reference "
+                          "among them): use threads or processes",
+                          ConfigViolation::Kind::text});
+  // check simulates full-iteration graphs with metrics off in (a) (they are
+  // collected in the eager references), so the metrics rule does not apply.
+  for (ConfigViolation& v : check_like ? checks::validate_check_scenario(c) : validate_run_config(c))
+    violations.push_back(std::move(v));
+  if (c.launch == LaunchMode::env && !check_like)
+    for (ConfigViolation& v : read_env_rank(c, nullptr, options.getenv))
+      violations.push_back(std::move(v));
+  for (const ConfigViolation& v : violations) parsed.errors.push_back(describe_violation(v, sources, c));
+  parsed.config = c;
+  return parsed;
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,288 @@
+#include "harness/config/run_config_fields.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace parity {
+namespace {
+
+constexpr std::string_view kRuntime = "Parallel layout and runtime";
+constexpr std::string_view kModel = "Model";
+
+[[noreturn]] void type_error(std::string_view key, const nlohmann::json& v, const std::string& expected) {
+  throw ConfigParseError("\"" + std::string(key) + "\" = " + v.dump() + ": expected " + expected);
+}
+
+RunConfigField make(std::string_view key, FieldType type, std::string_view group,
+                    std::string_view help, std::optional<NumericRange> range = std::nullopt) {
+  RunConfigField f;
+  f.key = key;
+  f.type = type;
+  f.group = group;
+  f.help = help;
+  f.range = range;
+  return f;
+}
+
+NumericRange at_least(double lo, std::string_view rule) { NumericRange r;
+  r.lo = lo;
+  r.rule = rule;
+  return r; }
+
+RunConfigField integer(std::string_view key, int RunConfig::*m, std::string_view group,
+                       std::string_view help, NumericRange range) {
+  RunConfigField f = make(key, FieldType::integer, group, help, range);
+  f.get = [m](const RunConfig& c) { return nlohmann::json(c.*m); };
+  f.set = [m, key](RunConfig& c, const nlohmann::json& v) {
+    if (!v.is_number_integer()) type_error(key, v, "an integer");
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<int>::max())
+                          : v.get<std::int64_t>() >= std::numeric_limits<int>::min() &&
+                                v.get<std::int64_t>() <= std::numeric_limits<int>::max();
+    if (!fits) type_error(key, v, "an integer that fits in 32 bits");
+    c.*m = static_cast<int>(v.get<std::int64_t>());
+  };
+  return f;
+}
+
+RunConfigField real(std::string_view key, double RunConfig::*m, std::string_view group,
+                    std::string_view help, NumericRange range) {
+  RunConfigField f = make(key, FieldType::real, group, help, range);
+  f.get = [m](const RunConfig& c) { return nlohmann::json(c.*m); };
+  f.set = [m, key](RunConfig& c, const nlohmann::json& v) {
+    if (!v.is_number()) type_error(key, v, "a number");
+    c.*m = v.get<double>();
+  };
+  return f;
+}
+
+RunConfigField flag(std::string_view key, bool RunConfig::*m, std::string_view group,
+                    std::string_view help) {
+  RunConfigField f = make(key, FieldType::flag, group, help);
+  f.get = [m](const RunConfig& c) { return nlohmann::json(c.*m); };
+  f.set = [m, key](RunConfig& c, const nlohmann::json& v) {
+    if (!v.is_boolean()) type_error(key, v, "true or false");
+    c.*m = v.get<bool>();
+  };
+  return f;
+}
+
+RunConfigField text(std::string_view key, std::string RunConfig::*m, std::string_view group,
+                    std::string_view help) {
+  RunConfigField f = make(key, FieldType::text, group, help);
+  f.get = [m](const RunConfig& c) { return nlohmann::json(c.*m); };
+  f.set = [m, key](RunConfig& c, const nlohmann::json& v) {
+    if (!v.is_string()) type_error(key, v, "a string");
+    c.*m = v.get<std::string>();
+  };
+  return f;
+}
+
+template <typename E>
+RunConfigField choice(std::string_view key, E RunConfig::*m, std::string_view group,
+                      std::string_view help, std::string (*known)(),
+                      std::optional<E> (*parse)(std::string_view)) {
+  RunConfigField f = make(key, FieldType::choice, group, help);
+  f.choices = known;
+  f.get = [m](const RunConfig& c) { return nlohmann::json(std::string(to_string(c.*m))); };
+  f.set = [m, key, known, parse](RunConfig& c, const nlohmann::json& v) {
+    const std::optional<E> e = v.is_string() ? parse(v.get<std::string>()) : std::nullopt;
+    if (!e) type_error(key, v, "one of " + known());
+    c.*m = *e;
+  };
+  return f;
+}
+
+RunConfigField list(std::string_view key, std::vector<std::string> RunConfig::*m,
+                    std::string_view group, std::string_view help, bool comma_separated,
+                    std::string what) {
+  RunConfigField f = make(key, FieldType::text_list, group, help);
+  f.comma_separated = comma_separated;
+  f.get = [m](const RunConfig& c) { return nlohmann::json(c.*m); };
+  f.set = [m, key, what](RunConfig& c, const nlohmann::json& v) {
+    if (!v.is_array()) type_error(key, v, what);
+    std::vector<std::string> items;
+    for (const auto& e : v) {
+      if (!e.is_string()) type_error(key, v, what);
+      items.push_back(e.get<std::string>());
+    }
+    c.*m = std::move(items);
+  };
+  return f;
+}
+
+RunConfigField seed_field() {
+  RunConfigField f = make("seed", FieldType::seed, kRuntime, "seed of weights, inputs and dropout");
+  f.get = [](const RunConfig& c) { return nlohmann::json(c.seed); };
+  f.set = [](RunConfig& c, const nlohmann::json& v) {
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+      type_error("seed", v, "a non-negative integer");
+    c.seed = v.get<std::uint64_t>();
+  };
+  return f;
+}
+
+std::vector<RunConfigField> make_fields() {
+  const NumericRange positive = at_least(1, "must be >= 1");
+  std::vector<RunConfigField> f;
+  // Runtime (issue 2).
+  f.push_back(integer("tp", &RunConfig::tp, kRuntime, "tensor-parallel size", positive));
+  f.push_back(integer("cp", &RunConfig::cp, kRuntime, "context-parallel size", positive));
+  f.push_back(integer("dp", &RunConfig::dp, kRuntime, "data-parallel size", positive));
+  f.push_back(flag("sp", &RunConfig::sp, kRuntime, "sequence parallelism (needs --tp > 1)"));
+  f.push_back(choice("launch", &RunConfig::launch, kRuntime,
+                     "how ranks run: threads (one process), processes (one per rank), env "
+                     "(torchrun/Slurm: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)",
+                     known_launch_modes, parse_launch_mode));
+  f.push_back(text("backend", &RunConfig::backend, kRuntime,
+                   "the backend that runs the model and its collectives (a registered name; "
+                   "reference: LibTorch on CPU)"));
+  f.push_back(seed_field());
+  f.push_back(real("timeout", &RunConfig::timeout, kRuntime,
+                   "seconds without progress before a rank counts as hung; also the Gloo and "
+                   "store timeout",
+                   NumericRange{0, true, 24 * 3600.0, false, "must be > 0 and at most 86400 seconds"}));
+  f.push_back(text("report", &RunConfig::report, kRuntime,
+                   "write a JSON report to FILE (atomically; its folder must exist)"));
+  f.push_back(list("inject", &RunConfig::inject, kRuntime,
+                   "inject a fault, repeatable (parity --help lists them)", false,
+                   "an array of strings"));
+  f.push_back(flag("check-collectives", &RunConfig::check_collectives, kRuntime,
+                   "compare (op, dtype, shape, sequence) across each group before every collective"));
+  // Model (issue 3).
+  f.push_back(integer("hidden", &RunConfig::hidden, kModel, "hidden size", positive));
+  f.push_back(integer("heads", &RunConfig::heads, kModel, "attention heads", positive));
+  f.push_back(integer("ffn-hidden", &RunConfig::ffn_hidden, kModel, "MLP hidden size", positive));
+  f.push_back(integer("layers", &RunConfig::layers, kModel, "transformer layers", positive));
+  f.push_back(integer("seq", &RunConfig::seq, kModel, "sequence length", positive));
+  f.push_back(integer("micro-batch", &RunConfig::micro_batch, kModel, "micro-batch size", positive));
+  f.push_back(integer("microbatches", &RunConfig::microbatches, kModel,
+                      "microbatches per step per DP rank", positive));
+  f.push_back(integer("steps", &RunConfig::steps, kModel, "training steps", positive));
+  f.push_back(integer("vocab", &RunConfig::vocab, kModel, "vocabulary size", positive));
+  f.push_back(choice("dtype", &RunConfig::dtype, kModel, "fp32, fp64 (exact checks) or bf16",
+                     known_dtypes, parse_dtype));
+  f.push_back(flag("fp32-residual", &RunConfig::fp32_residual, kModel,
+                   "keep the residual stream in fp32"));
+  f.push_back(real("dropout", &RunConfig::dropout, kModel, "dropout probability in [0, 1)",
+                   NumericRange{0, false, 1, true, "must be in [0, 1)"}));
+  f.push_back(choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm", known_norms, parse_norm));
+  f.push_back(choice("activation", &RunConfig::activation, kModel, "gelu or swiglu",
+                     known_activations, parse_activation));
+  f.push_back(text("recompute", &RunConfig::recompute, kModel,
+                   "none, full-uniform, full-block or selective:<modules> (core_attn, layernorm, "
+                   "mlp; comma-separated)"));
+  f.push_back(integer("recompute-layers", &RunConfig::recompute_layers, kModel,
+                      "full-uniform: layers per checkpointed chunk; full-block: the first N layers",
+                      positive));
+  f.push_back(choice("graphs", &RunConfig::graphs, kModel,
+                     "none, per-layer or full-iteration (CUDA-graph phases)", known_graph_modes,
+                     parse_graph_mode));
+  f.push_back(integer("graph-warmup", &RunConfig::graph_warmup, kModel,
+                      "eager warmup runs before graph capture", at_least(0, "must be >= 0")));
+  f.push_back(text("trace", &RunConfig::trace, kModel,
+                   "write the observation trace as JSONL to FILE (its folder must exist)"));
+  f.push_back(flag("gather-output", &RunConfig::gather_output, kModel, "gather the logits over TP"));
+  f.push_back(choice("runtime-gather-output", &RunConfig::runtime_gather_output, kModel,
+                     "the forward's runtime_gather_output: unset, on or off (a value wins over "
+                     "--gather-output)",
+                     known_runtime_gathers, parse_runtime_gather));
+  f.push_back(real("lr", &RunConfig::lr, kModel, "SGD learning rate of the training step (0: no update)",
+                   at_least(0, "must be a finite number >= 0")));
+  f.push_back(list("metrics", &RunConfig::metrics, kModel,
+                   "metrics to collect after every step, comma-separated (docs/metrics.md), e.g. "
+                   "layer-residual-contribution-l2,global-output-logits-l2",
+                   true, "an array of metric names"));
+  return f;
+}
+
+}  // namespace
+
+bool NumericRange::contains(double v) const {
+  if (!std::isfinite(v)) return false;
+  const bool above = lo_open ? v > lo : v >= lo;
+  const bool below = hi_open ? v < hi : v <= hi;
+  return above && below;
+}
+
+const std::vector<RunConfigField>& run_config_fields() {
+  static const std::vector<RunConfigField> fields = make_fields();
+  return fields;
+}
+
+const RunConfigField* find_run_config_field(std::string_view key) {
+  for (const RunConfigField& f : run_config_fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::optional<nlohmann::json> field_value_from_text(const RunConfigField& field,
+                                                    const std::vector<std::string>& texts,
+                                                    std::string* rule) {
+  auto fail = [&](std::string why) -> std::optional<nlohmann::json> {
+    if (rule) *rule = std::move(why);
+    return std::nullopt;
+  };
+  if (field.type == FieldType::text_list) return nlohmann::json(texts);
+  const std::string t = texts.empty() ? std::string() : texts.back();
+  const char* begin = t.c_str();
+  char* end = nullptr;
+  errno = 0;
+  switch (field.type) {
+    case FieldType::integer: {
+      const long long v = std::strtoll(begin, &end, 10);
+      if (t.empty() || *end != '\0' || errno == ERANGE) return fail("expected an integer");
+      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+        return fail("expected an integer that fits in 32 bits");
+      return nlohmann::json(static_cast<int>(v));
+    }
+    case FieldType::seed: {
+      // strtoull accepts "-5" and wraps it: the sign is rejected first.
+      if (t.find('-') != std::string::npos) return fail("must be a non-negative integer");
+      const unsigned long long v = std::strtoull(begin, &end, 10);
+      if (t.empty() || *end != '\0') return fail("must be a non-negative integer");
+      if (errno == ERANGE) return fail("must be at most 18446744073709551615");
+      return nlohmann::json(static_cast<std::uint64_t>(v));
+    }
+    case FieldType::real: {
+      const double v = std::strtod(begin, &end);
+      if (t.empty() || *end != '\0' || !std::isfinite(v)) return fail("expected a finite number");
+      return nlohmann::json(v);
+    }
+    case FieldType::flag:
+      if (t == "true") return nlohmann::json(true);
+      if (t == "false") return nlohmann::json(false);
+      return fail("expected true or false");
+    case FieldType::choice:  // the spelling is checked where it is mapped
+    case FieldType::text:
+    case FieldType::text_list: return nlohmann::json(t);
+  }
+  return fail("unknown field type");
+}
+
+std::string field_value_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) {
+    // The short spelling when it round-trips (2.5, -1, 0.1), else every digit.
+    const double v = value.get<double>();
+    std::ostringstream shorter;
+    shorter << v;
+    if (std::strtod(shorter.str().c_str(), nullptr) == v) return shorter.str();
+    std::ostringstream full;
+    full.precision(std::numeric_limits<double>::max_digits10);
+    full << v;
+    return full.str();
+  }
+  if (value.is_array()) {
+    std::string out;
+    for (const auto& e : value) out += (out.empty() ? "" : ",") + field_value_text(e);
+    return out;
+  }
+  return value.dump();
+}
+
+}  // namespace parity

@@ -1,0 +1,157 @@
+// validate_run_config: the field table's range rules, the model's own rules
+// (ModelConfig::violations, mapped onto RunConfig's keys) and the run's rules
+// (world size, metrics, faults, backend, output folders).
+#include <algorithm>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/backend/registry.h"
+#include "harness/base/files.h"
+#include "harness/config/model_mapping.h"
+#include "harness/config/run_config.h"
+#include "harness/config/run_config_fields.h"
+#include "harness/metrics/metric_names.h"
+#include "harness/parallel/runtime_faults.h"
+
+namespace parity {
+namespace {
+
+inline constexpr int kMaxWorldSize = 64;
+
+using Kind = ConfigViolation::Kind;
+
+Kind kind_of(const std::string& key) {
+  const RunConfigField* f = find_run_config_field(key);
+  if (!f) return Kind::number;
+  switch (f->type) {
+    case FieldType::flag: return Kind::flag;
+    case FieldType::text:
+    case FieldType::choice:
+    case FieldType::text_list: return Kind::text;
+    default: return Kind::number;
+  }
+}
+
+// ModelConfig's field names -> RunConfig's keys.
+std::string run_key(const std::string& model_field) {
+  static const std::map<std::string, std::string> keys = {
+      {"ffn_hidden", "ffn-hidden"},         {"micro_batch", "micro-batch"},
+      {"sequence_parallel", "sp"},          {"recompute_layers", "recompute-layers"},
+      {"recompute_modules", "recompute"},   {"graph_warmup", "graph-warmup"}};
+  const auto it = keys.find(model_field);
+  return it == keys.end() ? model_field : it->second;
+}
+
+// What a model without a site for `kind` would need to have one.
+std::string what_provides(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::router_logits:
+    case SourceKind::router_scores:
+    case SourceKind::router_diagnostics:
+      return "a mixture-of-experts router (parity's model is a dense GPT: no MoE layers)";
+    case SourceKind::mtp_logits:
+      return "multi-token prediction layers (parity's model has no MTP head)";
+    default: return "an observation site of that kind";
+  }
+}
+
+std::string folder_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
+  std::vector<ConfigViolation> out;
+  const nlohmann::json values = to_json(c);
+  auto text_of = [&](const std::string& key) {
+    return values.contains(key) ? field_value_text(values[key]) : std::string();
+  };
+  auto has = [&](const std::string& key) {
+    return std::any_of(out.begin(), out.end(), [&](const ConfigViolation& v) { return v.field == key; });
+  };
+  auto add = [&](const std::string& key, std::string rule, std::vector<std::string> involves = {}) {
+    out.push_back({key, text_of(key), std::move(rule), kind_of(key), std::move(involves)});
+  };
+
+  // Every numeric field's range (field table).
+  for (const RunConfigField& f : run_config_fields())
+    if (f.range && !f.range->contains(f.get(c).get<double>())) add(std::string(f.key), std::string(f.range->rule));
+
+  const bool sizes_ok = !has("tp") && !has("cp") && !has("dp");
+  const long long world = sizes_ok ? static_cast<long long>(c.tp) * c.cp * c.dp : 0;
+  if (sizes_ok && world > kMaxWorldSize)
+    add("dp",
+        "world size tp*cp*dp = " + std::to_string(c.tp) + "*" + std::to_string(c.cp) + "*" +
+            std::to_string(c.dp) + " = " + std::to_string(world) + " exceeds the maximum of " +
+            std::to_string(kMaxWorldSize),
+        {"tp", "cp"});
+
+  // The model's rules (their one home), with a valid recompute spec to map.
+  std::string why;
+  RunConfig mappable = c;
+  if (!parse_recompute(c.recompute, &why)) {
+    add("recompute", why);
+    mappable.recompute = "none";
+  }
+  for (const ModelConfigViolation& m :
+       model_config_from(mappable).violations(std::max(c.tp, 0), std::max(c.cp, 0), std::max(c.dp, 0))) {
+    const std::string key = run_key(m.field);
+    if (has(key)) continue;  // its range rule already said it
+    std::vector<std::string> involves;
+    for (const std::string& i : m.involves) involves.push_back(run_key(i));
+    if (find_run_config_field(key)) out.push_back({key, text_of(key), m.rule, kind_of(key), involves});
+    else out.push_back({key, m.value, m.rule, Kind::number, involves});
+  }
+
+  // Metrics: known names the model has a site for; no forward metric under
+  // full-iteration graphs (contract.md section 3: replays observe nothing).
+  if (!c.metrics.empty()) {
+    try {
+      const KindSet sites = model_source_kinds(model_config_from(mappable));
+      bool all_observable = true;
+      for (const MetricSpec& spec : parse_metric_names(c.metrics)) {
+        if (sites.contains(spec.kind)) continue;
+        all_observable = false;
+        add("metrics", "metric " + spec.name + " reads " + std::string(to_string(spec.kind)) +
+                           ", which the model has no observation site for: it needs " +
+                           what_provides(spec.kind));
+      }
+      if (all_observable && c.graphs == GraphOption::full_iteration)
+        add("metrics",
+            "forward metrics cannot be collected under full-iteration graphs (replays observe "
+            "nothing; contract.md section 3): use --graphs none or per-layer",
+            {"graphs"});
+    } catch (const std::invalid_argument& e) {
+      std::string message = e.what();
+      const std::string prefix = "--metrics: ";
+      if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
+      add("metrics", message);
+    }
+  }
+
+  // Faults: known names, ranks inside the world.
+  if (sizes_ok)
+    for (ConfigViolation& v : validate_faults(c.inject, static_cast<int>(world)))
+      out.push_back(std::move(v));
+
+  const std::vector<std::string> backends = registered_backends();
+  if (std::find(backends.begin(), backends.end(), c.backend) == backends.end()) {
+    std::string known;
+    for (const std::string& b : backends) known += (known.empty() ? "" : ", ") + b;
+    add("backend", "unknown backend (known: " + (known.empty() ? "none registered" : known) + ")");
+  }
+
+  // Output files: their folder must exist, so a long run does not end in a write error.
+  for (const char* key : {"report", "trace"}) {
+    const std::string path = text_of(key);
+    if (!path.empty() && !files::is_directory(folder_of(path)))
+      add(key, "folder " + folder_of(path) + " does not exist");
+  }
+  return out;
+}
+
+}  // namespace parity
