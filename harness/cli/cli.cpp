@@ -180,7 +180,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
           ->check(CLI::PositiveNumber);
       sub->add_option("--seed", parsed.mutants.seed, "rapidcheck seed");
       sub->add_option("--shrink-steps", parsed.mutants.shrink_steps,
-                      "stop shrinking a counterexample after this many candidates");
+                      "stop shrinking a counterexample after this many candidates")
+          ->check(CLI::Range(0, 1 << 20));
       sub->add_option("--report", parsed.mutants.report, "write the table as JSON to FILE");
     } else if (c.implemented || c.name == "run") {
       add_run_options(sub, flags);
