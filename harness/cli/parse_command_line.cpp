@@ -48,7 +48,7 @@ void add_mutants_options(CLI::App* sub, MutantsOptions& m) {
       ->check(rule("SEED", non_negative_integer, "must be a non-negative integer"));
   sub->add_option("--shrink-steps", m.shrink_steps,
                   "stop shrinking a counterexample after this many candidates")
-      ->check(rule("STEPS", positive_integer, "must be an integer in [1, 1000000]"));
+      ->check(rule("STEPS", non_negative_integer, "must be a non-negative integer (0: no shrinking)"));
   sub->add_option("--report", m.report, "write the table as JSON to FILE");
 }
 
