@@ -150,8 +150,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
         parsed.errors.push_back("--fault " + f + ": not a code-path fault (parity --help lists them)");
     return parsed;
   }
-  const bool check_like = parsed.command == "check" || parsed.command == "repro";
   if (parsed.command == "check" && self_check) parsed.command = "selfcheck";
+  const bool check_like = parsed.command == "check" || parsed.command == "repro";
 
   // The base (built-in defaults, or check's scenario), then the flags over it.
   // A value of the wrong type was typed on the command line: its flag says so.

@@ -107,6 +107,17 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     else out.push_back({key, m.value, m.rule, Kind::number, involves});
   }
 
+  // parity's runs are stricter than the model's layout rule: with CP and SP both
+  // on, every load-balanced chunk (not only each CP rank's share) splits over tp,
+  // as the run validator has required since issue 2.
+  if (!has("seq") && !has("tp") && !has("cp") && c.seq >= 1 && c.cp > 1 && c.sp && c.tp > 1 &&
+      c.seq % (2LL * c.cp * c.tp) != 0)
+    add("seq",
+        "sequence length " + std::to_string(c.seq) + " is not divisible by 2*cp*tp = " +
+            std::to_string(2LL * c.cp * c.tp) +
+            " (context-parallel load-balanced chunks, each split over tp by sequence parallelism)",
+        {"cp", "tp", "sp"});
+
   // Metrics: known names the model has a site for; no forward metric under
   // full-iteration graphs (contract.md section 3: replays observe nothing).
   if (!c.metrics.empty()) {

@@ -116,29 +116,18 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
 
   if (sequence_parallel && tp == 1)
     add("sequence_parallel", "true", "sequence parallelism requires tp > 1 (tp = 1)", {"tp"});
-  // Sequence layout: CP holds 2 of 2*cp load-balanced chunks; SP splits the
-  // sequence over TP; with both, every chunk is split over TP.
-  const bool cp_split = cp > 1;
-  const bool sp_split = sequence_parallel && tp > 1;
+  // Sequence layout: CP holds 2 of 2*cp load-balanced chunks; SP splits each
+  // CP rank's share of the sequence over TP.
   const std::vector<std::string> layout = {"cp", "tp", "sequence_parallel"};
-  if (cp_split && sp_split) {
-    const std::int64_t d = 2LL * cp * tp;
-    if (seq % d != 0)
-      add("seq", str(seq),
-          "sequence length " + str(seq) + " is not divisible by 2*cp*tp = " + str(d) +
-              " (context-parallel load-balanced chunks, each split over tp by sequence "
-              "parallelism)",
-          layout);
-  } else if (cp_split) {
-    if (seq % (2LL * cp) != 0)
-      add("seq", str(seq),
-          "sequence length " + str(seq) + " is not divisible by 2*cp = " + str(2 * cp) +
-              " (context-parallel load-balanced layout)",
-          layout);
-  } else if (sp_split && seq % tp != 0) {
+  if (cp > 1 && seq % (2LL * cp) != 0) {
     add("seq", str(seq),
-        "sequence length " + str(seq) + " is not divisible by tp = " + str(tp) +
-            " (sequence parallelism)",
+        "sequence length " + str(seq) + " is not divisible by 2*cp = " + str(2 * cp) +
+            " (context-parallel load-balanced layout)",
+        layout);
+  } else if (sequence_parallel && tp > 1 && (seq / cp) % tp != 0) {
+    add("seq", str(seq),
+        "sequence length " + str(seq) + " is not divisible by " +
+            (cp > 1 ? "cp*tp = " + str(cp * tp) : "tp = " + str(tp)) + " (sequence parallelism)",
         layout);
   }
 

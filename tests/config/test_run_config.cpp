@@ -363,6 +363,22 @@ TEST(RunConfigValidation, ModelRulesMapOntoRunKeys) {
   EXPECT_EQ(v[0].field, "recompute");
   EXPECT_EQ(v[0].value, "full-uniform");
   EXPECT_EQ(v[0].involves, std::vector<std::string>{"graphs"});
+  // The model reports every broken rule, not only the first (validate() throws that one).
+  const std::vector<ModelConfigViolation> all = ModelConfig{}.violations(3, 1, 1);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].field, "heads");
+  EXPECT_EQ(all[1].field, "ffn_hidden");
+  EXPECT_EQ(all[2].field, "vocab");
+  // The model's own SP layout needs each CP rank's share divisible by tp; parity's
+  // runs are stricter (every load-balanced chunk), a run-level rule.
+  ModelConfig sp;
+  sp.seq = 8;
+  sp.sequence_parallel = true;
+  EXPECT_TRUE(sp.violations(4, 2, 1).empty());
+  RunConfig strict;
+  strict.tp = 4, strict.cp = 2, strict.sp = true, strict.seq = 8;
+  expect_only(strict, "--seq 8: sequence length 8 is not divisible by 2*cp*tp = 16 (context-parallel "
+                 "load-balanced chunks, each split over tp by sequence parallelism)");
   // The same rules, straight from the model.
   const std::vector<ModelConfigViolation> m = model_config_from(c).violations(1, 1, 1);
   ASSERT_EQ(m.size(), 1u);
