@@ -16,7 +16,7 @@
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/model/training_step.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/self_check.h"
 
 namespace parity::cli {

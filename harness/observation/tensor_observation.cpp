@@ -3,7 +3,7 @@
 // this file holds the per-thread state, the RAII scopes and the single gate.
 #include "harness/observation/tensor_observation.h"
 
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>  // at::NoGradGuard (not pulled in by ATen.h in 2.x)

@@ -114,7 +114,7 @@ class [[nodiscard]] RecomputeLogScope {
   std::vector<RecomputeEvent>* previous_;
 };
 
-// ---- code-path faults (harness/parallel/code_path_faults.h) ----
+// ---- code-path faults (harness/faults/code_path_faults.h) ----
 // missing-recompute-suspension: the recomputation runs without
 // suspend_tensor_observations() (sites inside a checkpoint observed twice).
 // observe-recompute-not-forward: the forward is suspended and the

@@ -12,7 +12,7 @@
 #include "harness/backend/registry.h"
 #include "harness/model/execution_point.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {

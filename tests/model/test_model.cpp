@@ -9,7 +9,7 @@
 #include "harness/backend/registry.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "tests/backend/gradcheck.h"
 
 namespace parity {

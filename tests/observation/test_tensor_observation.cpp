@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "harness/observation/tensor_observation.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 namespace {

@@ -16,7 +16,7 @@
 #include "harness/backend/registry.h"
 #include "harness/model/execution_point.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rank_status.h"
 #include "harness/parallel/rendezvous.h"

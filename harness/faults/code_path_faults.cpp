@@ -1,6 +1,4 @@
-#include "harness/parallel/code_path_faults.h"
-
-#include "harness/parallel/runtime_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 
@@ -76,13 +74,6 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "logits metric (l2/mean-row-l2 when it gathers; any but nan-/inf-count when it does not)"},
 }};
 
-std::uint32_t mask_of(const FaultPlan& plan) {
-  std::uint32_t m = 0;
-  for (const FaultSpec& s : plan.specs())
-    if (auto f = parse_code_path_fault(s.name)) m |= 1u << static_cast<unsigned>(*f);
-  return m;
-}
-
 }  // namespace
 
 const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults() {
@@ -97,14 +88,13 @@ std::optional<CodePathFault> parse_code_path_fault(std::string_view name) {
   return std::nullopt;
 }
 
-CodePathFaultScope::CodePathFaultScope(const FaultPlan& plan)
-    : previous_(detail::t_active_code_path_faults) {
-  detail::t_active_code_path_faults = mask_of(plan);
+CodePathFaultScope::CodePathFaultScope(Exactly set) : previous_(detail::t_active_code_path_faults) {
+  detail::t_active_code_path_faults = set.bits;
 }
 
 CodePathFaultScope::CodePathFaultScope(CodePathFault fault)
     : previous_(detail::t_active_code_path_faults) {
-  detail::t_active_code_path_faults = previous_ | (1u << static_cast<unsigned>(fault));
+  detail::t_active_code_path_faults = previous_ | code_path_fault_bit(fault);
 }
 
 CodePathFaultScope::~CodePathFaultScope() { detail::t_active_code_path_faults = previous_; }
