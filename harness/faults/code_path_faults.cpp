@@ -1,9 +1,13 @@
 #include "harness/faults/code_path_faults.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace parity {
 
 namespace detail {
 thread_local std::uint32_t t_active_code_path_faults = 0;
+thread_local const void* t_code_path_fault_owner = nullptr;
 }
 
 namespace {
@@ -88,15 +92,28 @@ std::optional<CodePathFault> parse_code_path_fault(std::string_view name) {
   return std::nullopt;
 }
 
-CodePathFaultScope::CodePathFaultScope(Exactly set) : previous_(detail::t_active_code_path_faults) {
+CodePathFaultScope::CodePathFaultScope(Exactly set)
+    : previous_(detail::t_active_code_path_faults), outer_(detail::t_code_path_fault_owner) {
   detail::t_active_code_path_faults = set.bits;
+  detail::t_code_path_fault_owner = this;
 }
 
 CodePathFaultScope::CodePathFaultScope(CodePathFault fault)
-    : previous_(detail::t_active_code_path_faults) {
+    : previous_(detail::t_active_code_path_faults), outer_(detail::t_code_path_fault_owner) {
   detail::t_active_code_path_faults = previous_ | code_path_fault_bit(fault);
+  detail::t_code_path_fault_owner = this;
 }
 
-CodePathFaultScope::~CodePathFaultScope() { detail::t_active_code_path_faults = previous_; }
+CodePathFaultScope::~CodePathFaultScope() {
+  if (detail::t_code_path_fault_owner != this) {
+    // The leaf room's copy of the observation room's scope-order message.
+    std::fputs("parity: CodePathFaultScope destroyed out of order: a scope created after it on "
+               "this thread is still alive (scopes must end in reverse order of creation)\n",
+               stderr);
+    std::abort();
+  }
+  detail::t_active_code_path_faults = previous_;
+  detail::t_code_path_fault_owner = outer_;
+}
 
 }  // namespace parity

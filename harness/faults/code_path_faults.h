@@ -58,6 +58,9 @@ constexpr std::uint32_t code_path_fault_bit(CodePathFault fault) {
 
 namespace detail {
 extern thread_local std::uint32_t t_active_code_path_faults;
+// The innermost live CodePathFaultScope: a scope destroyed while a later one is
+// alive aborts with a message instead of restoring a stale set.
+extern thread_local const void* t_code_path_fault_owner;
 }
 
 // Whether `fault` is switched on for this thread. Inline: the check sits in
@@ -93,6 +96,7 @@ class [[nodiscard]] CodePathFaultScope {
     return m;
   }
   std::uint32_t previous_;
+  const void* outer_;
 };
 
 }  // namespace parity

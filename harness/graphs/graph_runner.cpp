@@ -6,7 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
 #include "harness/faults/code_path_faults.h"
 

@@ -14,7 +14,7 @@
 #include "harness/backend/registry.h"
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"

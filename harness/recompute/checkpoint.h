@@ -102,7 +102,8 @@ struct RecomputeEvent {
 };
 
 // RAII: records this thread's checkpoint executions into `log` while alive
-// (the previous log, if any, is restored on exit).
+// (the previous log, if any, is restored on exit). The log travels with the
+// per-thread context (harness/observation/thread_context.h).
 class [[nodiscard]] RecomputeLogScope {
  public:
   explicit RecomputeLogScope(std::vector<RecomputeEvent>* log);
@@ -112,6 +113,7 @@ class [[nodiscard]] RecomputeLogScope {
 
  private:
   std::vector<RecomputeEvent>* previous_;
+  const void* outer_;
 };
 
 // ---- code-path faults (harness/faults/code_path_faults.h) ----

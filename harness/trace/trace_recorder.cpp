@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/backend/stable_hash.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 
 namespace parity {
 

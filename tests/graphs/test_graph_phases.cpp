@@ -10,7 +10,7 @@
 #include <map>
 
 #include "harness/backend/registry.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/model/gpt_model.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/recompute/checkpoint.h"

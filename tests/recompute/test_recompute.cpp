@@ -14,7 +14,7 @@
 #include <tuple>
 
 #include "harness/backend/registry.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/model/gpt_model.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/parallel/process_groups.h"
