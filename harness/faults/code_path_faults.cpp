@@ -21,17 +21,17 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "checkpoint recomputation runs without suspend_tensor_observations: sites inside a "
      "checkpoint are observed twice (forward and recompute)",
      "exactly_once",
-     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp"},
+     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp/layernorm"},
     {F::observe_recompute_not_forward, "observe-recompute-not-forward",
      "the checkpointed forward is suspended and the recomputation observed instead: one "
      "observation per site, but in backward order and with backward's grad mode",
      "exactly_once",
-     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp"},
+     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp/layernorm"},
     {F::grad_mode_gating, "grad-mode-gating",
      "the first Megatron revision's rule: observe only while grad mode is on, with no "
      "suspension of recomputation (no-grad checkpoint forwards are invisible, recomputes seen)",
      "exactly_once",
-     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp"},
+     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp/layernorm"},
     {F::replica_overcount, "replica-overcount",
      "a tensor replicated across an axis contributes from every rank instead of its owner, so "
      "sums and counts are multiplied by the axis size",

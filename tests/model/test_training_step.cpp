@@ -114,6 +114,8 @@ TEST_P(TrainingStep, ShardedLossesEqualTheSingleRankRunAndEverySiteIsTracedOnce)
     for (int i = 0; i < sharded.layers; ++i) {
       const std::string layer = "decoder.layers." + std::to_string(i);
       sites.insert(layer + ".self_attention.attention_context");
+      sites.insert(layer + ".input_layernorm.layernorm_output");
+      sites.insert(layer + ".pre_mlp_layernorm.layernorm_output");
       sites.insert(layer + ".mlp.mlp_output");
       sites.insert(layer + ".residual_accumulator");
       sites.insert(layer + ".residual_contribution");
@@ -178,9 +180,9 @@ TEST(TrainingStepDriver, SgdChangesTheWeightsAndLrZeroKeepsThem) {
   for (std::size_t s = 0; s < 3; ++s) {
     EXPECT_EQ(traced.steps[s].loss, trained.steps[s].loss);
     EXPECT_EQ(traced.steps[s].grad_digest, trained.steps[s].grad_digest);
-    EXPECT_EQ(traced.steps[s].observations, (4 * mc.layers + 1) * 2);
+    EXPECT_EQ(traced.steps[s].observations, (6 * mc.layers + 1) * 2);
   }
-  EXPECT_EQ(recorder.size(), 3 * (4 * mc.layers + 1) * 2);
+  EXPECT_EQ(recorder.size(), 3 * (6 * mc.layers + 1) * 2);
 }
 
 TEST(TrainingStepDriver, TheTraceIsDeterministic) {
