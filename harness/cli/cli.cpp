@@ -15,7 +15,8 @@
 
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
-#include "harness/model/training_step.h"
+#include "harness/cli/run_output.h"
+#include "harness/driver/training_step.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/parallel/self_check.h"
 

@@ -17,7 +17,8 @@
 #include "harness/backend/registry.h"
 #include "harness/config/model_mapping.h"
 #include "harness/model/gpt_model.h"
-#include "harness/model/training_step.h"
+#include "harness/cli/run_output.h"
+#include "harness/driver/training_step.h"
 #include "harness/parallel/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
