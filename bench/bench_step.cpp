@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
-#include "harness/model/training_step.h"
+#include "harness/driver/training_step.h"
 #include "harness/parallel/launcher.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <rapidcheck.h>
 
 #include "harness/checks/check.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "scenarios/generators.h"
 #include "scenarios/quiet_listener.h"
 #include "scenarios/sharded_metric_cases.h"

@@ -1,6 +1,6 @@
 #pragma once
 // `parity mutants`: the property suite against each code-path fault
-// (harness/parallel/code_path_faults.h). docs/property-suite.md.
+// (harness/faults/code_path_faults.h). docs/property-suite.md.
 #include <iosfwd>
 
 #include "harness/cli/cli.h"

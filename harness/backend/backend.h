@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/observation/graph_phase.h"
+
 namespace at {
 class Tensor;
 struct Generator;
@@ -59,8 +61,6 @@ class RngTracker {
 // Graph phases (contract.md section 3). The runner decides which phase a region
 // is in; the model asks it to run a region. Interface only in this slice: the
 // reference's CPU emulation and the CUDA runner come with the graph work.
-enum class GraphPhase : std::int8_t { eager, record, warmup, capture, replay };
-
 class GraphRunner {
  public:
   virtual ~GraphRunner() = default;

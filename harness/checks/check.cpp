@@ -10,7 +10,7 @@
 #include "harness/checks/report.h"
 #include "harness/checks/scenario.h"
 #include "harness/metrics/collector.h"
-#include "harness/model/training_step.h"
+#include "harness/driver/training_step.h"
 
 namespace parity::checks {
 

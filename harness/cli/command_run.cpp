@@ -5,7 +5,8 @@
 
 #include "harness/base/files.h"
 #include "harness/cli/commands.h"
-#include "harness/model/training_step.h"
+#include "harness/cli/run_output.h"
+#include "harness/driver/training_step.h"
 
 namespace parity::cli {
 namespace {

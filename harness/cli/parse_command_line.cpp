@@ -13,7 +13,7 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/run_options.h"
 #include "harness/config/value_sources.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/failure_report.h"
 
 namespace parity::cli {

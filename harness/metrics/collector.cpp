@@ -3,7 +3,7 @@
 #include <cctype>
 #include <stdexcept>
 
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 

@@ -26,7 +26,7 @@
 
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
 #include "harness/parallel/topology.h"
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "harness/metrics/stages.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 

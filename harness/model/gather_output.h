@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 

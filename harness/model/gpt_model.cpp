@@ -216,11 +216,20 @@ at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x
   // outputs freed once the consumer ran and recomputed when its gradient arrives.
   const bool ckpt_norms = recompute_layernorm(*config_, rt);
   auto norm_fn = [rt](const Norm* norm) {
-    return [rt, norm](const at::Tensor& t) { return norm->forward(rt, t); };
+    return [rt, norm](const at::Tensor& t) {
+      at::Tensor out = norm->forward(rt, t);
+      // Parity probe: the norm's output, inside the "layernorm" recompute region
+      // (so a recomputation that is not suspended shows as a second observation).
+      observe_tensor(*norm, "layernorm_output", SourceKind::layernorm_output, out,
+                     norm->config_sequence_parallel().value_or(false) ? OptionalDim(0)
+                                                                      : std::nullopt,
+                     0, 1);
+      return out;
+    };
   };
   CheckpointWithoutOutput ln_ckpt(rt.rng, input_layernorm_.canonical_name());
   at::Tensor ln = ckpt_norms ? ln_ckpt.checkpoint(norm_fn(&input_layernorm_), x)
-                             : input_layernorm_.forward(rt, x);
+                             : norm_fn(&input_layernorm_)(x);
   at::Tensor residual = config_->fp32_residual ? x.to(at::kFloat) : x;
   auto [attn_out, attn_bias] = self_attention_.forward(rt, ln, positions);
   if (ckpt_norms) ln_ckpt.discard_output_and_register_recompute(attn_out);
@@ -228,7 +237,7 @@ at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x
 
   CheckpointWithoutOutput ln2_ckpt(rt.rng, pre_mlp_layernorm_.canonical_name());
   at::Tensor ln2 = ckpt_norms ? ln2_ckpt.checkpoint(norm_fn(&pre_mlp_layernorm_), h)
-                              : pre_mlp_layernorm_.forward(rt, h);
+                              : norm_fn(&pre_mlp_layernorm_)(h);
   residual = config_->fp32_residual ? h.to(at::kFloat) : h;
   auto [mlp_out, mlp_bias] = mlp_.forward(rt, ln2);
   if (ckpt_norms) ln2_ckpt.discard_output_and_register_recompute(mlp_out);

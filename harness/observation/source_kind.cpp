@@ -8,6 +8,7 @@ constexpr std::array<std::string_view, kSourceKindCount> kNames{
     "residual_accumulator", "residual_contribution", "output_logits",
     "attention_context",    "mlp_output",            "router_logits",
     "router_scores",        "router_diagnostics",    "mtp_logits",
+    "layernorm_output",
 };
 }  // namespace
 

@@ -21,8 +21,10 @@ enum class SourceKind : std::uint8_t {
   router_scores,
   router_diagnostics,
   mtp_logits,
+  layernorm_output,   // parity probe: output of a layer's input/pre-MLP norm (the
+                      // selective "layernorm" recompute region)
 };
-inline constexpr int kSourceKindCount = 9;
+inline constexpr int kSourceKindCount = 10;
 
 // Megatron's spelling of the kind ("residual_accumulator", ...).
 std::string_view to_string(SourceKind kind);
@@ -30,7 +32,8 @@ std::optional<SourceKind> source_kind_from_string(std::string_view name);
 
 // True for parity's own probe kinds (no Megatron counterpart).
 constexpr bool is_parity_probe(SourceKind kind) {
-  return kind == SourceKind::attention_context || kind == SourceKind::mlp_output;
+  return kind == SourceKind::attention_context || kind == SourceKind::mlp_output ||
+         kind == SourceKind::layernorm_output;
 }
 
 class KindSet {

@@ -3,7 +3,8 @@
 // this file holds the per-thread state, the RAII scopes and the single gate.
 #include "harness/observation/tensor_observation.h"
 
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
+#include "harness/observation/scope_order.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>  // at::NoGradGuard (not pulled in by ATen.h in 2.x)
@@ -65,20 +66,26 @@ TensorObservationCapture::TensorObservationCapture(TensorObservationCallback cal
 
 TensorObservationCapture::~TensorObservationCapture() {
   auto& state = detail::observation_state;
+  if (state.active != &observer_) detail::scope_destroyed_out_of_order("TensorObservationCapture");
   state.active = previous_;
   detail::recompute_live_kinds(state);
 }
 
 TensorObservationSuspension::TensorObservationSuspension()
-    : previous_(detail::observation_state.suspended) {
+    : previous_(detail::observation_state.suspended),
+      outer_(detail::observation_state.suspension_owner) {
   auto& state = detail::observation_state;
   state.suspended = true;
+  state.suspension_owner = this;
   detail::recompute_live_kinds(state);
 }
 
 TensorObservationSuspension::~TensorObservationSuspension() {
   auto& state = detail::observation_state;
+  if (state.suspension_owner != this)
+    detail::scope_destroyed_out_of_order("TensorObservationSuspension");
   state.suspended = previous_;
+  state.suspension_owner = outer_;
   detail::recompute_live_kinds(state);
 }
 

@@ -5,7 +5,11 @@
 // capture_tensor_observations() receives them. State is per thread (the analogue
 // of Python context variables): an active (callback, kinds) pair and a suspended
 // flag, each set by an RAII scope that restores the previous value on exit,
-// exceptions included. A new thread starts with neither.
+// exceptions included. A new thread starts with neither; a backend whose
+// backward runs on another thread carries the state there with the per-thread
+// context (thread_context.h). A scope destroyed while a later scope of the same
+// kind is alive aborts with a message (scope_order.h) instead of restoring a
+// pointer into a dead scope.
 //
 // A notification reaches the callback iff: not suspended, a scope is active, and
 // the kind is in its set. Grad mode is NOT consulted.
@@ -55,6 +59,9 @@ struct ObservationState {
   // Derived: the kinds that currently reach a callback (0 when suspended or no
   // scope). Kept in the same cache line so the gate is one load and a branch.
   std::uint32_t live_kinds = 0;
+  // The innermost live suspension scope (the out-of-order check; `active` is
+  // the capture scope's own identity).
+  const void* suspension_owner = nullptr;
 };
 // The thread-local state. Two attributes keep the gate a plain %fs-relative
 // load with no call:
@@ -138,6 +145,7 @@ class [[nodiscard]] TensorObservationSuspension {
 
  private:
   bool previous_;
+  const void* outer_;
 };
 
 // Megatron-style spellings. Guaranteed copy elision lets these return the

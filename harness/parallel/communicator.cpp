@@ -6,7 +6,7 @@
 #include <array>
 #include <sstream>
 
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rank_status.h"
 

@@ -1,7 +1,7 @@
 #include "harness/parallel/launcher.h"
 
 #include "harness/base/files.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>

@@ -1,6 +1,6 @@
 #include "harness/parallel/runtime_faults.h"
 
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 #include <algorithm>
 #include <cstdlib>

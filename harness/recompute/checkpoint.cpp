@@ -7,9 +7,10 @@
 
 #include <stdexcept>
 
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/observation/thread_context.h"
+#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 namespace {
@@ -18,7 +19,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // ---------------------------------------------------------------- log
-thread_local std::vector<RecomputeEvent>* t_log = nullptr;
 
 bool any_kind_live() {
   for (int k = 0; k < kSourceKindCount; ++k) {
@@ -28,8 +28,9 @@ bool any_kind_live() {
 }
 
 void log_execution(std::string_view name, RecomputeExecution e) {
-  if (t_log == nullptr) return;
-  t_log->push_back(RecomputeEvent{std::string(name), e, at::GradMode::is_enabled(), any_kind_live()});
+  RecomputeLog* log = detail::thread_recompute_log();
+  if (log == nullptr) return;
+  log->push_back(RecomputeEvent{std::string(name), e, at::GradMode::is_enabled(), any_kind_live()});
 }
 
 // Restores the tracker to `snapshot` for the recomputation and puts back the
@@ -167,10 +168,17 @@ std::string_view to_string(RecomputeExecution e) {
   return "?";
 }
 
-RecomputeLogScope::RecomputeLogScope(std::vector<RecomputeEvent>* log) : previous_(t_log) {
-  t_log = log;
+RecomputeLogScope::RecomputeLogScope(std::vector<RecomputeEvent>* log)
+    : previous_(detail::thread_recompute_log()), outer_(detail::thread_recompute_log_owner()) {
+  detail::thread_recompute_log() = log;
+  detail::thread_recompute_log_owner() = this;
 }
-RecomputeLogScope::~RecomputeLogScope() { t_log = previous_; }
+RecomputeLogScope::~RecomputeLogScope() {
+  if (detail::thread_recompute_log_owner() != this)
+    detail::scope_destroyed_out_of_order("RecomputeLogScope");
+  detail::thread_recompute_log() = previous_;
+  detail::thread_recompute_log_owner() = outer_;
+}
 
 std::vector<at::Tensor> checkpoint(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs,
                                    RngTracker* rng, std::string_view name) {

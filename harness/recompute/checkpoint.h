@@ -102,7 +102,8 @@ struct RecomputeEvent {
 };
 
 // RAII: records this thread's checkpoint executions into `log` while alive
-// (the previous log, if any, is restored on exit).
+// (the previous log, if any, is restored on exit). The log travels with the
+// per-thread context (harness/observation/thread_context.h).
 class [[nodiscard]] RecomputeLogScope {
  public:
   explicit RecomputeLogScope(std::vector<RecomputeEvent>* log);
@@ -112,9 +113,10 @@ class [[nodiscard]] RecomputeLogScope {
 
  private:
   std::vector<RecomputeEvent>* previous_;
+  const void* outer_;
 };
 
-// ---- code-path faults (harness/parallel/code_path_faults.h) ----
+// ---- code-path faults (harness/faults/code_path_faults.h) ----
 // missing-recompute-suspension: the recomputation runs without
 // suspend_tensor_observations() (sites inside a checkpoint observed twice).
 // observe-recompute-not-forward: the forward is suspended and the

@@ -9,13 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/backend/stable_hash.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 
 namespace parity {
 
 KindSet first_wave_kinds() {
   return KindSet{SourceKind::residual_accumulator, SourceKind::residual_contribution,
-                 SourceKind::output_logits, SourceKind::attention_context, SourceKind::mlp_output};
+                 SourceKind::output_logits, SourceKind::attention_context, SourceKind::mlp_output,
+                 SourceKind::layernorm_output};
 }
 
 namespace {

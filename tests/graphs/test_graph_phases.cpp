@@ -10,9 +10,9 @@
 #include <map>
 
 #include "harness/backend/registry.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -58,9 +58,7 @@ ModelConfig graph_config() {
   return c;
 }
 
-bool inside_site(SourceKind k) {
-  return k == SourceKind::attention_context || k == SourceKind::mlp_output;
-}
+bool inside_site(SourceKind k) { return is_parity_probe(k); }
 
 // `steps` training steps of `microbatches` microbatches with an SGD update in
 // between. interleaved: all forwards, then all backwards (the static buffers
@@ -174,7 +172,7 @@ TEST(GraphPhasesPerLayer, FollowsThePhaseTableAndReplaysEqualEager) {
   // record, outside sites eager; values equal the eager run's.
   for (int mb = 0; mb < kMb; ++mb) {
     auto gn = select(g, 0, mb), en = select(e, 0, mb);
-    ASSERT_EQ(gn.size(), static_cast<size_t>(4 * c.layers + 1));
+    ASSERT_EQ(gn.size(), static_cast<size_t>(6 * c.layers + 1));
     ASSERT_EQ(gn.size(), en.size());
     for (size_t i = 0; i < gn.size(); ++i) {
       EXPECT_EQ(gn[i]->name, en[i]->name);
@@ -186,13 +184,14 @@ TEST(GraphPhasesPerLayer, FollowsThePhaseTableAndReplaysEqualEager) {
   // Between step 0 and step 1 (step -1): per layer, K warmup runs then one
   // capture of the inside sites only; capture contents are NaN, warmup ones not.
   auto between = select(g, -1, -1);
-  ASSERT_EQ(between.size(), static_cast<size_t>(c.layers * (c.graph_warmup + 1) * 2));
+  ASSERT_EQ(between.size(), static_cast<size_t>(c.layers * (c.graph_warmup + 1) * 4));
   size_t i = 0;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string L = "decoder.layers." + std::to_string(l);
     for (std::int64_t run = 0; run <= c.graph_warmup; ++run) {
       const GraphPhase expect = run < c.graph_warmup ? GraphPhase::warmup : GraphPhase::capture;
-      for (const char* site : {"attention_context", "mlp_output"}) {
+      for (const char* site :
+           {"layernorm_output", "attention_context", "layernorm_output", "mlp_output"}) {
         const Note& n = *between[i++];
         EXPECT_EQ(n.phase, expect) << L << " " << site;
         EXPECT_EQ(n.name, site);
@@ -378,7 +377,7 @@ TEST_P(GraphPhasesFullIteration, ObservesNothingAfterCaptureAndLossesStayEager) 
   const GraphRun g = drive(c, kSteps, kMb);
   const GraphRun e = drive(eager_cfg, kSteps, kMb);
   expect_same_results(g, e);
-  const size_t per_mb = static_cast<size_t>(4 * c.layers + 1);
+  const size_t per_mb = static_cast<size_t>(6 * c.layers + 1);
   for (int step = 0; step < kSteps; ++step) {
     for (int mb = 0; mb < kMb; ++mb) {
       SCOPED_TRACE("step " + std::to_string(step) + " mb " + std::to_string(mb));

@@ -15,7 +15,7 @@
 #include "harness/metrics/logical_metrics.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/metrics/placement.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/process_groups.h"
 

@@ -19,7 +19,7 @@
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "tests/reference/rank_threads.h"
 
 namespace parity {

@@ -9,7 +9,7 @@
 #include "harness/backend/registry.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "tests/backend/gradcheck.h"
 
 namespace parity {
@@ -350,8 +350,12 @@ TEST(ModelObservationSites, SevenFieldsPerSiteOncePerMicrobatchInOrder) {
       expect;
   for (int l = 0; l < 2; ++l) {
     const std::string L = "decoder.layers." + std::to_string(l);
+    expect.emplace_back(L + ".input_layernorm", "layernorm_output", SourceKind::layernorm_output,
+                        std::nullopt, hidden_shape);
     expect.emplace_back(L + ".self_attention", "attention_context", SourceKind::attention_context,
                         -1, hidden_shape);
+    expect.emplace_back(L + ".pre_mlp_layernorm", "layernorm_output",
+                        SourceKind::layernorm_output, std::nullopt, hidden_shape);
     expect.emplace_back(L + ".mlp", "mlp_output", SourceKind::mlp_output, std::nullopt,
                         hidden_shape);
     expect.emplace_back(L, "residual_accumulator", SourceKind::residual_accumulator, std::nullopt,
@@ -374,7 +378,7 @@ TEST(ModelObservationSites, SevenFieldsPerSiteOncePerMicrobatchInOrder) {
     EXPECT_EQ(s.shape, shape) << i;
   }
   // The residual stream is consistent: accumulator(l+1) = accumulator(l) + contribution(l).
-  EXPECT_TRUE(at::allclose(rec.seen[6].tensor, rec.seen[2].tensor + rec.seen[3].tensor, 1e-14, 1e-14));
+  EXPECT_TRUE(at::allclose(rec.seen[10].tensor, rec.seen[4].tensor + rec.seen[5].tensor, 1e-14, 1e-14));
 }
 
 TEST(ModelObservationSites, RuntimeGatherOverrideLabelsTheLogits) {
@@ -397,7 +401,7 @@ TEST(ModelObservationSites, RuntimeGatherOverrideLabelsTheLogits) {
   EXPECT_EQ(rec.seen[0].owner, "output_layer");
 }
 
-TEST(ModelObservationSites, SuspendedForwardIsSilentAndNoScopeIsCheap) {
+TEST(ModelObservationSites, SuspendedForwardIsSilentAndANoGradForwardIsObserved) {
   auto backend = make_backend("reference");
   ModelConfig c = tiny_config();
   GPTModel model(c, *backend, ParallelContext::single());
@@ -413,7 +417,7 @@ TEST(ModelObservationSites, SuspendedForwardIsSilentAndNoScopeIsCheap) {
     at::NoGradGuard no_grad;  // grad mode is not consulted
     model.forward(d.tokens, positions(c.seq));
   }
-  EXPECT_EQ(rec.seen.size(), 4u * c.layers + 1);
+  EXPECT_EQ(rec.seen.size(), 6u * c.layers + 1);
 }
 
 // ------------------------------------------------------------------ dtypes, dropout

@@ -17,7 +17,8 @@
 #include "harness/backend/registry.h"
 #include "harness/config/model_mapping.h"
 #include "harness/model/gpt_model.h"
-#include "harness/model/training_step.h"
+#include "harness/cli/run_output.h"
+#include "harness/driver/training_step.h"
 #include "harness/parallel/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
@@ -114,6 +115,8 @@ TEST_P(TrainingStep, ShardedLossesEqualTheSingleRankRunAndEverySiteIsTracedOnce)
     for (int i = 0; i < sharded.layers; ++i) {
       const std::string layer = "decoder.layers." + std::to_string(i);
       sites.insert(layer + ".self_attention.attention_context");
+      sites.insert(layer + ".input_layernorm.layernorm_output");
+      sites.insert(layer + ".pre_mlp_layernorm.layernorm_output");
       sites.insert(layer + ".mlp.mlp_output");
       sites.insert(layer + ".residual_accumulator");
       sites.insert(layer + ".residual_contribution");
@@ -178,9 +181,9 @@ TEST(TrainingStepDriver, SgdChangesTheWeightsAndLrZeroKeepsThem) {
   for (std::size_t s = 0; s < 3; ++s) {
     EXPECT_EQ(traced.steps[s].loss, trained.steps[s].loss);
     EXPECT_EQ(traced.steps[s].grad_digest, trained.steps[s].grad_digest);
-    EXPECT_EQ(traced.steps[s].observations, (4 * mc.layers + 1) * 2);
+    EXPECT_EQ(traced.steps[s].observations, (6 * mc.layers + 1) * 2);
   }
-  EXPECT_EQ(recorder.size(), 3 * (4 * mc.layers + 1) * 2);
+  EXPECT_EQ(recorder.size(), 3 * (6 * mc.layers + 1) * 2);
 }
 
 TEST(TrainingStepDriver, TheTraceIsDeterministic) {

@@ -13,7 +13,7 @@ constexpr SourceKind kAllKinds[] = {
     SourceKind::output_logits,        SourceKind::attention_context,
     SourceKind::mlp_output,           SourceKind::router_logits,
     SourceKind::router_scores,        SourceKind::router_diagnostics,
-    SourceKind::mtp_logits,
+    SourceKind::mtp_logits,           SourceKind::layernorm_output,
 };
 static_assert(sizeof(kAllKinds) / sizeof(kAllKinds[0]) == kSourceKindCount);
 
@@ -40,10 +40,11 @@ TEST(ObservationSourceKind, UnknownNamesAreRejected) {
   EXPECT_FALSE(source_kind_from_string("mtp_logits.0").has_value());
 }
 
-TEST(ObservationSourceKind, OnlyTheTwoProbesAreParityProbes) {
+TEST(ObservationSourceKind, OnlyTheThreeProbesAreParityProbes) {
   for (SourceKind k : kAllKinds)
-    EXPECT_EQ(is_parity_probe(k),
-              k == SourceKind::attention_context || k == SourceKind::mlp_output)
+    EXPECT_EQ(is_parity_probe(k), k == SourceKind::attention_context ||
+                                      k == SourceKind::mlp_output ||
+                                      k == SourceKind::layernorm_output)
         << to_string(k);
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "harness/observation/tensor_observation.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 namespace {
@@ -22,7 +22,7 @@ constexpr SourceKind kAllKinds[] = {
     SourceKind::output_logits,        SourceKind::attention_context,
     SourceKind::mlp_output,           SourceKind::router_logits,
     SourceKind::router_scores,        SourceKind::router_diagnostics,
-    SourceKind::mtp_logits,
+    SourceKind::mtp_logits,           SourceKind::layernorm_output,
 };
 
 class TestOwner : public ObservationOwner {

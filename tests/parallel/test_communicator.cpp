@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "harness/parallel/collective.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/process_groups.h"

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "harness/observation/tensor_observation.h"
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 #include "scenarios/quiet_listener.h"
 
 namespace parity {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/backend/stable_hash.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {

@@ -37,7 +37,7 @@ bool within(double x, double y, double tol, double* abs_err, double* rel_err) {
 }
 
 bool inside_graphed_layer(const std::string& kind) {
-  return kind == "attention_context" || kind == "mlp_output";
+  return kind == "attention_context" || kind == "mlp_output" || kind == "layernorm_output";
 }
 
 std::int64_t steps_with_identical_weights(const CheckRun& a, const CheckRun& c) {

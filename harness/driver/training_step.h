@@ -1,5 +1,5 @@
 #pragma once
-// The step driver: `steps` training steps of a GPTModel over this rank's
+// The driver room (above model and metrics): the step driver, `steps` training steps of a GPTModel over this rank's
 // microbatches, with gradient accumulation, finalize_grads and an SGD update,
 // and the rank program "model" that `parity run` launches (threads, processes
 // or env mode). See docs/cli.md ("parity run") and docs/trace-format.md.
@@ -20,7 +20,6 @@ class TraceRecorder;
 class MetricCollector;
 class MetricExecutor;
 struct RankContext;
-struct LaunchResult;
 
 struct TrainingOptions {
   std::int64_t steps = 2;
@@ -86,7 +85,7 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& options);
 inline constexpr const char* kModelProgram = "model";
 
 // The rank program: builds the model from ctx.config (model_config_from, the
-// "reference" backend), runs the driver (with a TraceRecorder when
+// configured backend from the registry), runs the driver (with a TraceRecorder when
 // config.trace is set) and returns
 //   {"rank", "coordinates": {tp, cp, dp}, "steps": [{"step", "loss",
 //    "logits_digest", "grad_digest", "grads": {name: digest}, "grad_norms": {name: l2},
@@ -97,14 +96,5 @@ inline constexpr const char* kModelProgram = "model";
 nlohmann::json run_model_program(RankContext& ctx);
 // Registers run_model_program as "model" (idempotent; also done at start-up).
 void register_model_program();
-
-// `parity run`'s output: one row per step (loss, observations, slowest rank's
-// seconds). Empty results are skipped.
-std::string format_loss_table(const LaunchResult& result);
-// "" when every rank reported the same loss for every step, else a one-line
-// description of the first disagreement.
-std::string loss_disagreement(const LaunchResult& result);
-// Every rank's trace records as JSONL (docs/trace-format.md), sorted by (rank, seq).
-std::string trace_jsonl(const LaunchResult& result);
 
 }  // namespace parity

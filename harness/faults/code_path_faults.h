@@ -8,15 +8,18 @@
 // which property is expected to catch it under which scenario. Code asks
 // `fault_active(CodePathFault::x)`: a thread-local bit, set for the rank
 // thread by the launcher (run_rank_body) from the run's FaultPlan. Autograd on
-// CPU runs backward on the calling thread, so recomputation sees the bit too.
+// CPU runs backward on the calling thread, so recomputation sees the bit too; a
+// backend whose backward runs elsewhere carries the bits with the per-thread
+// context (harness/observation/thread_context.h).
+//
+// A leaf room: it includes nothing of parity's.
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace parity {
-
-class FaultPlan;
 
 enum class CodePathFault : std::uint8_t {
   missing_recompute_suspension,
@@ -49,9 +52,16 @@ struct CodePathFaultInfo {
 const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults();
 const CodePathFaultInfo& info(CodePathFault fault);
 std::optional<CodePathFault> parse_code_path_fault(std::string_view name);
+// The bit of `fault` in a set of switched-on faults (fault_active's encoding).
+constexpr std::uint32_t code_path_fault_bit(CodePathFault fault) {
+  return 1u << static_cast<unsigned>(fault);
+}
 
 namespace detail {
 extern thread_local std::uint32_t t_active_code_path_faults;
+// The innermost live CodePathFaultScope: a scope destroyed while a later one is
+// alive aborts with a message instead of restoring a stale set.
+extern thread_local const void* t_code_path_fault_owner;
 }
 
 // Whether `fault` is switched on for this thread. Inline: the check sits in
@@ -61,17 +71,33 @@ inline bool fault_active(CodePathFault fault) {
 }
 
 // RAII: switches this thread's code-path faults to exactly those of `plan`
-// (or the single `fault`) and restores the previous set on exit.
+// (or adds the single `fault`) and restores the previous set on exit.
 class [[nodiscard]] CodePathFaultScope {
  public:
-  explicit CodePathFaultScope(const FaultPlan& plan);
+  // `plan.specs()` is a range of specs with a `name` (the runtime room's
+  // FaultPlan); names that are not code-path faults (rank faults) are ignored.
+  // A template so this leaf room needs no include of the room above it.
+  template <class Plan, class = decltype(std::declval<const Plan&>().specs())>
+  explicit CodePathFaultScope(const Plan& plan) : CodePathFaultScope(Exactly{mask_of(plan)}) {}
   explicit CodePathFaultScope(CodePathFault fault);
   ~CodePathFaultScope();
   CodePathFaultScope(const CodePathFaultScope&) = delete;
   CodePathFaultScope& operator=(const CodePathFaultScope&) = delete;
 
  private:
+  struct Exactly {
+    std::uint32_t bits;
+  };
+  explicit CodePathFaultScope(Exactly set);
+  template <class Plan>
+  static std::uint32_t mask_of(const Plan& plan) {
+    std::uint32_t m = 0;
+    for (const auto& spec : plan.specs())
+      if (auto f = parse_code_path_fault(spec.name)) m |= code_path_fault_bit(*f);
+    return m;
+  }
   std::uint32_t previous_;
+  const void* outer_;
 };
 
 }  // namespace parity

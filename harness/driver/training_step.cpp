@@ -1,11 +1,10 @@
-#include "harness/model/training_step.h"
+#include "harness/driver/training_step.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
-#include <cstdio>
 #include <memory>
 #include <optional>
 
@@ -14,7 +13,7 @@
 #include "harness/backend/registry.h"
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
-#include "harness/model/execution_point.h"
+#include "harness/observation/execution_point.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
@@ -52,11 +51,13 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   StepResult r;
   r.step = step;
   for (Parameter& p : model.parameters()) p.value.mutable_grad() = at::Tensor();
-  double loss_share = 0;
-  // Assigns its results (under full-iteration graphs the capture iteration runs it twice).
+  // The body keeps each microbatch's logits and loss as tensors; their digest
+  // and value are read on the host after the region ends (a captured body must
+  // not synchronize with the host). It assigns its results: under
+  // full-iteration graphs the capture iteration runs it twice.
+  std::vector<at::Tensor> logits_of(static_cast<std::size_t>(o.microbatches));
+  std::vector<at::Tensor> loss_of(static_cast<std::size_t>(o.microbatches));
   auto body = [&] {
-    loss_share = 0;
-    r.logits_digest = kFnvOffset;
     for (std::int64_t m = 0; m < o.microbatches; ++m) {
       // Keep the phase: under full-iteration graphs the runner set it around the body.
       ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
@@ -65,18 +66,24 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       const at::Tensor tokens = model.slice_sequence(data.tokens);
       const at::Tensor labels = model.slice_sequence(data.labels);
       const at::Tensor logits = model.forward(tokens, positions, model.config().runtime_gather_output);
-      {
-        at::NoGradGuard no_grad;
-        r.logits_digest = fnv1a64(tensor_digest(logits), r.logits_digest);
-      }
       const at::Tensor loss = model.token_losses(logits, labels).sum() / global_tokens;
       loss.backward();
-      loss_share += loss.item<double>();
+      logits_of[static_cast<std::size_t>(m)] = logits.detach();
+      loss_of[static_cast<std::size_t>(m)] = loss.detach();
     }
   };
   {
     ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
     model.run_iteration(body);
+  }
+  double loss_share = 0;
+  r.logits_digest = kFnvOffset;
+  {
+    at::NoGradGuard no_grad;
+    for (std::size_t m = 0; m < logits_of.size(); ++m) {
+      r.logits_digest = fnv1a64(tensor_digest(logits_of[m]), r.logits_digest);
+      loss_share += loss_of[m].item<double>();
+    }
   }
 
   ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
@@ -156,7 +163,9 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
 
 nlohmann::json run_model_program(RankContext& ctx) {
   const RunConfig& config = ctx.config;
-  const std::unique_ptr<Backend> backend = make_backend("reference");
+  // The backend by name. MERGE: the config helper adds RunConfig::backend; the
+  // lead replaces this one expression with `config.backend`.
+  const std::unique_ptr<Backend> backend = make_backend(/* config.backend */ "reference");
   GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups));
   std::unique_ptr<TraceRecorder> recorder;
   if (!config.trace.empty()) recorder = std::make_unique<TraceRecorder>(ctx.rank);
@@ -206,69 +215,5 @@ nlohmann::json run_model_program(RankContext& ctx) {
 }
 
 void register_model_program() { register_rank_program(kModelProgram, run_model_program); }
-
-std::string format_loss_table(const LaunchResult& result) {
-  const nlohmann::json* first = nullptr;
-  for (const nlohmann::json& r : result.results)
-    if (r.is_object() && r.contains("steps")) {
-      first = &r;
-      break;
-    }
-  if (first == nullptr) return "(no rank result)\n";
-  std::string out;
-  char line[160];
-  std::snprintf(line, sizeof line, "%5s  %-24s %12s %10s\n", "step", "loss (global mean)",
-                "observations", "seconds");
-  out += line;
-  const std::size_t steps = (*first)["steps"].size();
-  for (std::size_t s = 0; s < steps; ++s) {
-    long long observations = 0;
-    double slowest = 0;
-    for (const nlohmann::json& r : result.results) {
-      if (!r.is_object() || !r.contains("steps") || r["steps"].size() <= s) continue;
-      observations += r["steps"][s].value("observations", 0LL);
-      slowest = std::max(slowest, r["steps"][s].value("seconds", 0.0));
-    }
-    std::snprintf(line, sizeof line, "%5zu  %-24.17g %12lld %10.4f\n", s,
-                  (*first)["steps"][s]["loss"].get<double>(), observations, slowest);
-    out += line;
-  }
-  return out;
-}
-
-std::string loss_disagreement(const LaunchResult& result) {
-  const nlohmann::json* first = nullptr;
-  for (const nlohmann::json& r : result.results) {
-    if (!r.is_object() || !r.contains("steps")) continue;
-    if (first == nullptr) {
-      first = &r;
-      continue;
-    }
-    const nlohmann::json &a = (*first)["steps"], &b = r["steps"];
-    if (a.size() != b.size())
-      return "rank " + std::to_string(r.value("rank", -1)) + " reported " +
-             std::to_string(b.size()) + " steps, rank " + std::to_string(first->value("rank", -1)) +
-             " " + std::to_string(a.size());
-    for (std::size_t s = 0; s < a.size(); ++s) {
-      const double x = a[s]["loss"].get<double>(), y = b[s]["loss"].get<double>();
-      if (x != y) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf, "step %zu: rank %d loss %.17g != rank %d loss %.17g", s,
-                      first->value("rank", -1), x, r.value("rank", -1), y);
-        return buf;
-      }
-    }
-  }
-  return "";
-}
-
-std::string trace_jsonl(const LaunchResult& result) {
-  std::vector<TraceRecord> records;
-  for (const nlohmann::json& r : result.results) {
-    if (!r.is_object() || !r.contains("trace")) continue;
-    for (const nlohmann::json& t : r["trace"]) records.push_back(trace_record_from_json(t));
-  }
-  return to_jsonl(std::move(records));
-}
 
 }  // namespace parity

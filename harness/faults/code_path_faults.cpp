@@ -1,11 +1,13 @@
-#include "harness/parallel/code_path_faults.h"
+#include "harness/faults/code_path_faults.h"
 
-#include "harness/parallel/runtime_faults.h"
+#include <cstdio>
+#include <cstdlib>
 
 namespace parity {
 
 namespace detail {
 thread_local std::uint32_t t_active_code_path_faults = 0;
+thread_local const void* t_code_path_fault_owner = nullptr;
 }
 
 namespace {
@@ -19,17 +21,17 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "checkpoint recomputation runs without suspend_tensor_observations: sites inside a "
      "checkpoint are observed twice (forward and recompute)",
      "exactly_once",
-     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp"},
+     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp/layernorm"},
     {F::observe_recompute_not_forward, "observe-recompute-not-forward",
      "the checkpointed forward is suspended and the recomputation observed instead: one "
      "observation per site, but in backward order and with backward's grad mode",
      "exactly_once",
-     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp"},
+     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp/layernorm"},
     {F::grad_mode_gating, "grad-mode-gating",
      "the first Megatron revision's rule: observe only while grad mode is on, with no "
      "suspension of recomputation (no-grad checkpoint forwards are invisible, recomputes seen)",
      "exactly_once",
-     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp"},
+     "recompute with a site inside a checkpoint: full, or selective core_attn/mlp/layernorm"},
     {F::replica_overcount, "replica-overcount",
      "a tensor replicated across an axis contributes from every rank instead of its owner, so "
      "sums and counts are multiplied by the axis size",
@@ -81,13 +83,6 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "under no-grad)"},
 }};
 
-std::uint32_t mask_of(const FaultPlan& plan) {
-  std::uint32_t m = 0;
-  for (const FaultSpec& s : plan.specs())
-    if (auto f = parse_code_path_fault(s.name)) m |= 1u << static_cast<unsigned>(*f);
-  return m;
-}
-
 }  // namespace
 
 const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults() {
@@ -102,16 +97,28 @@ std::optional<CodePathFault> parse_code_path_fault(std::string_view name) {
   return std::nullopt;
 }
 
-CodePathFaultScope::CodePathFaultScope(const FaultPlan& plan)
-    : previous_(detail::t_active_code_path_faults) {
-  detail::t_active_code_path_faults = mask_of(plan);
+CodePathFaultScope::CodePathFaultScope(Exactly set)
+    : previous_(detail::t_active_code_path_faults), outer_(detail::t_code_path_fault_owner) {
+  detail::t_active_code_path_faults = set.bits;
+  detail::t_code_path_fault_owner = this;
 }
 
 CodePathFaultScope::CodePathFaultScope(CodePathFault fault)
-    : previous_(detail::t_active_code_path_faults) {
-  detail::t_active_code_path_faults = previous_ | (1u << static_cast<unsigned>(fault));
+    : previous_(detail::t_active_code_path_faults), outer_(detail::t_code_path_fault_owner) {
+  detail::t_active_code_path_faults = previous_ | code_path_fault_bit(fault);
+  detail::t_code_path_fault_owner = this;
 }
 
-CodePathFaultScope::~CodePathFaultScope() { detail::t_active_code_path_faults = previous_; }
+CodePathFaultScope::~CodePathFaultScope() {
+  if (detail::t_code_path_fault_owner != this) {
+    // The leaf room's copy of the observation room's scope-order message.
+    std::fputs("parity: CodePathFaultScope destroyed out of order: a scope created after it on "
+               "this thread is still alive (scopes must end in reverse order of creation)\n",
+               stderr);
+    std::abort();
+  }
+  detail::t_active_code_path_faults = previous_;
+  detail::t_code_path_fault_owner = outer_;
+}
 
 }  // namespace parity
