@@ -12,7 +12,7 @@
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 
 namespace parity::scenarios {
 

@@ -17,7 +17,7 @@
 
 #include "harness/checks/report.h"
 #include "harness/config/run_config.h"
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 
 namespace parity::checks {
 

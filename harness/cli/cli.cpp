@@ -17,7 +17,7 @@
 #include "harness/checks/scenario.h"
 #include "harness/model/training_step.h"
 #include "harness/parallel/code_path_faults.h"
-#include "harness/parallel/self_check.h"
+#include "harness/runtime/self_check.h"
 
 namespace parity::cli {
 namespace {

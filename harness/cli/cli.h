@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 
 namespace parity::cli {
 

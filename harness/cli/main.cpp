@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "harness/cli/cli.h"
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 #include "scenarios/mutants.h"
 
 int main(int argc, char** argv) {

@@ -19,7 +19,7 @@
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {

@@ -7,7 +7,7 @@
 #include <exception>
 #include <string>
 
-#include "harness/parallel/failure_report.h"  // one_line
+#include "harness/runtime/failure_report.h"  // one_line
 
 namespace parity {
 

@@ -1,6 +1,6 @@
 #include "harness/parallel/code_path_faults.h"
 
-#include "harness/parallel/runtime_faults.h"
+#include "harness/runtime/runtime_faults.h"
 
 namespace parity {
 

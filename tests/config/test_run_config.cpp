@@ -6,7 +6,7 @@
 
 #include "harness/config/model_mapping.h"
 #include "harness/config/run_config.h"
-#include "harness/parallel/runtime_faults.h"
+#include "harness/runtime/runtime_faults.h"
 
 namespace parity {
 namespace {

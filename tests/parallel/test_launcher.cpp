@@ -16,8 +16,8 @@
 #include <ATen/ATen.h>
 
 #include "harness/parallel/communicator.h"
-#include "harness/parallel/launcher.h"
-#include "harness/parallel/self_check.h"
+#include "harness/runtime/launcher.h"
+#include "harness/runtime/self_check.h"
 
 namespace parity {
 namespace {

@@ -1,4 +1,4 @@
-#include "harness/parallel/runtime_faults.h"
+#include "harness/runtime/runtime_faults.h"
 
 #include "harness/parallel/code_path_faults.h"
 

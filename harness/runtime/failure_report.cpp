@@ -1,4 +1,4 @@
-#include "harness/parallel/failure_report.h"
+#include "harness/runtime/failure_report.h"
 
 #include <algorithm>
 #include <csignal>

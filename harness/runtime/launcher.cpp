@@ -1,4 +1,4 @@
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 
 #include "harness/base/files.h"
 #include "harness/parallel/code_path_faults.h"
@@ -33,7 +33,7 @@
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rendezvous.h"
-#include "harness/parallel/self_check.h"
+#include "harness/runtime/self_check.h"
 
 namespace parity {
 namespace {

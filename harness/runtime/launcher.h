@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
-#include "harness/parallel/failure_report.h"
+#include "harness/runtime/failure_report.h"
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rank_status.h"
-#include "harness/parallel/runtime_faults.h"
+#include "harness/runtime/runtime_faults.h"
 #include "harness/parallel/topology.h"
 
 namespace parity {
