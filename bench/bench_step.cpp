@@ -24,7 +24,7 @@
 
 #include "harness/config/run_config.h"
 #include "harness/model/training_step.h"
-#include "harness/runtime/launcher.h"
+#include "harness/config/launch_mapping.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 
 #include "harness/checks/report.h"
 #include "harness/config/run_config.h"
-#include "harness/runtime/launcher.h"
+#include "harness/config/launch_mapping.h"
 
 namespace parity::checks {
 

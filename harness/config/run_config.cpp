@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/metrics/metric_names.h"
-#include "harness/runtime/runtime_faults.h"
+#include "harness/config/launch_mapping.h"
 
 namespace parity {
 namespace {

@@ -155,7 +155,7 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
 }
 
 nlohmann::json run_model_program(RankContext& ctx) {
-  const RunConfig& config = ctx.config;
+  const RunConfig config = run_config_from_json(ctx.arguments);
   const std::unique_ptr<Backend> backend = make_backend("reference");
   GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups));
   std::unique_ptr<TraceRecorder> recorder;

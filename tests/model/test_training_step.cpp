@@ -18,7 +18,7 @@
 #include "harness/config/model_mapping.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/training_step.h"
-#include "harness/runtime/launcher.h"
+#include "harness/config/launch_mapping.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {
