@@ -1,6 +1,5 @@
 #include "harness/parallel/code_path_faults.h"
 
-#include "harness/runtime/runtime_faults.h"
 
 namespace parity {
 
@@ -76,10 +75,10 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "logits metric (l2/mean-row-l2 when it gathers; any but nan-/inf-count when it does not)"},
 }};
 
-std::uint32_t mask_of(const FaultPlan& plan) {
+std::uint32_t mask_of(const std::vector<std::string>& injected) {
   std::uint32_t m = 0;
-  for (const FaultSpec& s : plan.specs())
-    if (auto f = parse_code_path_fault(s.name)) m |= 1u << static_cast<unsigned>(*f);
+  for (const std::string& name : injected)
+    if (auto f = parse_code_path_fault(name)) m |= 1u << static_cast<unsigned>(*f);
   return m;
 }
 
@@ -97,9 +96,9 @@ std::optional<CodePathFault> parse_code_path_fault(std::string_view name) {
   return std::nullopt;
 }
 
-CodePathFaultScope::CodePathFaultScope(const FaultPlan& plan)
+CodePathFaultScope::CodePathFaultScope(const std::vector<std::string>& injected)
     : previous_(detail::t_active_code_path_faults) {
-  detail::t_active_code_path_faults = mask_of(plan);
+  detail::t_active_code_path_faults = mask_of(injected);
 }
 
 CodePathFaultScope::CodePathFaultScope(CodePathFault fault)

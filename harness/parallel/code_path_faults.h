@@ -7,16 +7,17 @@
 // One table (code_path_faults.cpp) names them all, says what each changes, and
 // which property is expected to catch it under which scenario. Code asks
 // `fault_active(CodePathFault::x)`: a thread-local bit, set for the rank
-// thread by the launcher (run_rank_body) from the run's FaultPlan. Autograd on
+// thread by the launcher (run_rank_body) from the run's --inject values. Autograd on
 // CPU runs backward on the calling thread, so recomputation sees the bit too.
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace parity {
 
-class FaultPlan;
 
 enum class CodePathFault : std::uint8_t {
   missing_recompute_suspension,
@@ -59,11 +60,13 @@ inline bool fault_active(CodePathFault fault) {
   return (detail::t_active_code_path_faults >> static_cast<unsigned>(fault)) & 1u;
 }
 
-// RAII: switches this thread's code-path faults to exactly those of `plan`
-// (or the single `fault`) and restores the previous set on exit.
+// RAII: switches this thread's code-path faults to exactly those named in
+// `injected` (the run's `--inject` values; names that are no code-path fault,
+// such as `crash-rank=1`, are ignored), or the single `fault`, and restores the
+// previous set on exit.
 class [[nodiscard]] CodePathFaultScope {
  public:
-  explicit CodePathFaultScope(const FaultPlan& plan);
+  explicit CodePathFaultScope(const std::vector<std::string>& injected);
   explicit CodePathFaultScope(CodePathFault fault);
   ~CodePathFaultScope();
   CodePathFaultScope(const CodePathFaultScope&) = delete;

@@ -77,7 +77,7 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
   std::shared_ptr<Rendezvous> rdv;
   std::optional<RankGroups> groups;
   // The run's code-path faults hold on this rank thread, for its collectives too.
-  const CodePathFaultScope code_path_faults(run.faults);
+  const CodePathFaultScope code_path_faults(run.spec.faults);
   try {
     status.set_state(RankState::starting);
     rdv = run.rendezvous();
