@@ -23,8 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
+#include "harness/config/launch_mapping.h"
 #include "harness/driver/training_step.h"
-#include "harness/parallel/launcher.h"
 
 namespace {
 

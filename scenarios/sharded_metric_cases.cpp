@@ -13,7 +13,7 @@
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
-#include "harness/parallel/launcher.h"
+#include "harness/config/launch_mapping.h"
 
 namespace parity::scenarios {
 

@@ -18,7 +18,7 @@
 
 #include "harness/checks/report.h"
 #include "harness/config/run_config.h"
-#include "harness/parallel/launcher.h"
+#include "harness/config/launch_mapping.h"
 
 namespace parity::checks {
 

@@ -2,7 +2,7 @@
 // The `parity` command line: subcommands check, selfcheck, run, repro, mutants; the
 // run options of issue 2 and the model options of issue 3, mapped into a
 // RunConfig and validated by validate_run_config. The hidden subcommands
-// `__rank-worker` and `__free-port` are handled by main() before this.
+// `__rank-worker` and `__agent-store` are handled by main() before this.
 #include <cstdint>
 #include <iosfwd>
 #include <map>
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
-#include "harness/parallel/launcher.h"
+#include "harness/config/launch_mapping.h"
 
 namespace parity::cli {
 

@@ -2,7 +2,7 @@
 #include <ostream>
 
 #include "harness/cli/commands.h"
-#include "harness/parallel/self_check.h"
+#include "harness/runtime/self_check.h"
 
 namespace parity::cli {
 

@@ -4,7 +4,7 @@
 
 #include "harness/base/files.h"
 #include "harness/cli/commands.h"
-#include "harness/parallel/failure_report.h"
+#include "harness/runtime/failure_report.h"
 
 namespace parity::cli {
 

@@ -14,7 +14,7 @@
 #include "harness/cli/run_options.h"
 #include "harness/config/value_sources.h"
 #include "harness/faults/code_path_faults.h"
-#include "harness/parallel/failure_report.h"
+#include "harness/runtime/failure_report.h"
 
 namespace parity::cli {
 namespace {

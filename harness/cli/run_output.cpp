@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {

@@ -12,9 +12,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "harness/runtime/launch_spec.h"  // LaunchMode
+
 namespace parity {
 
-enum class LaunchMode { threads, processes, env };
 enum class DType { fp32, fp64, bf16 };
 enum class NormOption { layernorm, rmsnorm };
 enum class ActivationOption { gelu, swiglu };

@@ -12,7 +12,8 @@
 #include "harness/config/run_config.h"
 #include "harness/config/run_config_fields.h"
 #include "harness/metrics/metric_names.h"
-#include "harness/parallel/runtime_faults.h"
+#include "harness/config/launch_mapping.h"
+#include "harness/runtime/runtime_faults.h"
 
 namespace parity {
 namespace {

@@ -18,7 +18,7 @@
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {
@@ -162,10 +162,9 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
 }
 
 nlohmann::json run_model_program(RankContext& ctx) {
-  const RunConfig& config = ctx.config;
-  // The backend by name. MERGE: the config helper adds RunConfig::backend; the
-  // lead replaces this one expression with `config.backend`.
-  const std::unique_ptr<Backend> backend = make_backend(/* config.backend */ "reference");
+  // The rank program's arguments are the run's RunConfig (harness/config/launch_mapping.h).
+  const RunConfig config = run_config_from_json(ctx.arguments);
+  const std::unique_ptr<Backend> backend = make_backend(config.backend);
   GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups));
   std::unique_ptr<TraceRecorder> recorder;
   if (!config.trace.empty()) recorder = std::make_unique<TraceRecorder>(ctx.rank);

@@ -103,6 +103,14 @@ CodePathFaultScope::CodePathFaultScope(Exactly set)
   detail::t_code_path_fault_owner = this;
 }
 
+CodePathFaultScope::CodePathFaultScope(const std::vector<std::string>& injected)
+    : CodePathFaultScope(Exactly{[&] {
+        std::uint32_t m = 0;
+        for (const std::string& name : injected)
+          if (auto f = parse_code_path_fault(name)) m |= code_path_fault_bit(*f);
+        return m;
+      }()}) {}
+
 CodePathFaultScope::CodePathFaultScope(CodePathFault fault)
     : previous_(detail::t_active_code_path_faults), outer_(detail::t_code_path_fault_owner) {
   detail::t_active_code_path_faults = previous_ | code_path_fault_bit(fault);

@@ -7,7 +7,7 @@
 // One table (code_path_faults.cpp) names them all, says what each changes, and
 // which property is expected to catch it under which scenario. Code asks
 // `fault_active(CodePathFault::x)`: a thread-local bit, set for the rank
-// thread by the launcher (run_rank_body) from the run's FaultPlan. Autograd on
+// thread by the launcher (run_rank_body) from the run's --inject values. Autograd on
 // CPU runs backward on the calling thread, so recomputation sees the bit too; a
 // backend whose backward runs elsewhere carries the bits with the per-thread
 // context (harness/observation/thread_context.h).
@@ -16,8 +16,10 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace parity {
 
@@ -79,6 +81,9 @@ class [[nodiscard]] CodePathFaultScope {
   // A template so this leaf room needs no include of the room above it.
   template <class Plan, class = decltype(std::declval<const Plan&>().specs())>
   explicit CodePathFaultScope(const Plan& plan) : CodePathFaultScope(Exactly{mask_of(plan)}) {}
+  // The run's `--inject` values; names that are no code-path fault (such as
+  // `crash-rank=1`) are ignored.
+  explicit CodePathFaultScope(const std::vector<std::string>& injected);
   explicit CodePathFaultScope(CodePathFault fault);
   ~CodePathFaultScope();
   CodePathFaultScope(const CodePathFaultScope&) = delete;

@@ -7,7 +7,7 @@
 #include <exception>
 #include <string>
 
-#include "harness/parallel/failure_report.h"  // one_line
+#include "harness/parallel/one_line.h"
 
 namespace parity {
 

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "harness/compat/torch_compat.h"
@@ -48,7 +49,8 @@ std::shared_ptr<Rendezvous> Rendezvous::file(const std::string& path, int world_
 }
 
 std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, int world_size,
-                                            bool is_master, std::chrono::milliseconds timeout) {
+                                            bool is_master, std::chrono::milliseconds timeout,
+                                            const std::string& key_prefix) {
   if (port < 0 || port > 65535)
     throw RendezvousError("TCPStore port " + std::to_string(port) + " is not a port (0-65535)");
   if (!is_master && port == 0)
@@ -78,6 +80,10 @@ std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, i
   s->port = tcp->getPort();
   s->description = "TCPStore " + host + ":" + std::to_string(s->port) +
                    (is_master ? " (master)" : " (worker)");
+  if (!key_prefix.empty()) {
+    s->store = c10::make_intrusive<c10d::PrefixStore>(key_prefix, s->store);
+    s->description += ", keys under " + key_prefix;
+  }
   return std::make_shared<Rendezvous>(std::move(s));
 }
 

@@ -26,8 +26,11 @@ class Rendezvous {
   // A TCPStore; rank 0 (is_master) binds host:port, the others connect. A bind or
   // connect failure throws RendezvousError saying which, host and port included.
   // Port 0 on the master binds an ephemeral port: read it back with port().
+  // A non-empty `key_prefix` puts every key under it (a PrefixStore): a client
+  // of a store that someone else also uses (torchrun's agent) keeps apart.
   static std::shared_ptr<Rendezvous> tcp(const std::string& host, int port, int world_size,
-                                         bool is_master, std::chrono::milliseconds timeout);
+                                         bool is_master, std::chrono::milliseconds timeout,
+                                         const std::string& key_prefix = "");
 
   explicit Rendezvous(std::unique_ptr<Store> store);
   ~Rendezvous();

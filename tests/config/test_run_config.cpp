@@ -10,7 +10,7 @@
 #include "harness/config/run_config.h"
 #include "harness/config/run_config_fields.h"
 #include "harness/config/value_sources.h"
-#include "harness/parallel/runtime_faults.h"
+#include "harness/runtime/runtime_faults.h"
 
 namespace parity {
 namespace {
@@ -434,7 +434,7 @@ TEST(FaultPlan, RankFaults) {
   EXPECT_EQ(plan.rank_fault(1), RankFaultKind::crash);
   EXPECT_EQ(plan.rank_fault(2), RankFaultKind::hang);
   EXPECT_EQ(plan.rank_fault(3), RankFaultKind::throw_error);
-  EXPECT_THROW(FaultPlan::from_specs({"nope"}, 4), ConfigError);
+  EXPECT_THROW(FaultPlan::from_specs({"nope"}, 4), LaunchSpecError);
   CancelToken cancel;
   try {
     fire_rank_fault(plan, 3, false, cancel);

@@ -20,7 +20,7 @@
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rank_status.h"
 #include "harness/parallel/rendezvous.h"
-#include "harness/parallel/runtime_faults.h"
+#include "harness/runtime/runtime_faults.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {

@@ -1,4 +1,4 @@
-#include "harness/parallel/runtime_faults.h"
+#include "harness/runtime/runtime_faults.h"
 
 #include "harness/faults/code_path_faults.h"
 
@@ -110,20 +110,20 @@ std::optional<FaultSpec> parse_fault_spec(std::string_view text, int world_size,
   return spec;
 }
 
-std::vector<ConfigViolation> validate_faults(const std::vector<std::string>& specs,
-                                             int world_size) {
-  std::vector<ConfigViolation> out;
+std::vector<LaunchProblem> fault_spec_problems(const std::vector<std::string>& specs,
+                                               int world_size) {
+  std::vector<LaunchProblem> out;
   std::map<int, std::string> rank_faults;
   std::set<std::string> seen;
   for (const std::string& text : specs) {
     std::string why;
     const std::optional<FaultSpec> spec = parse_fault_spec(text, world_size, &why);
     if (!spec) {
-      out.push_back({"inject", text, why, ConfigViolation::Kind::text});
+      out.push_back({"inject", text, why});
       continue;
     }
     if (!seen.insert(text).second) {
-      out.push_back({"inject", text, "given twice", ConfigViolation::Kind::text});
+      out.push_back({"inject", text, "given twice"});
       continue;
     }
     if (spec->rank) {
@@ -131,16 +131,15 @@ std::vector<ConfigViolation> validate_faults(const std::vector<std::string>& spe
       if (!inserted)
         out.push_back({"inject", text,
                        "rank " + std::to_string(*spec->rank) + " already has a fault (" +
-                           it->second + ")",
-                       ConfigViolation::Kind::text});
+                           it->second + ")"});
     }
   }
   return out;
 }
 
 FaultPlan FaultPlan::from_specs(const std::vector<std::string>& specs, int world_size) {
-  std::vector<ConfigViolation> v = validate_faults(specs, world_size);
-  if (!v.empty()) throw ConfigError(std::move(v));
+  std::vector<LaunchProblem> v = fault_spec_problems(specs, world_size);
+  if (!v.empty()) throw LaunchSpecError(std::move(v));
   FaultPlan plan;
   for (const std::string& text : specs) plan.specs_.push_back(*parse_fault_spec(text, world_size, nullptr));
   return plan;

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/config/run_config.h"
+#include "harness/runtime/launch_spec.h"
 
 namespace parity {
 
@@ -44,10 +44,12 @@ struct FaultSpec {
 // One `--inject` value; nullopt (and the rule in *why) when invalid.
 std::optional<FaultSpec> parse_fault_spec(std::string_view text, int world_size,
                                           std::string* why);
-// The `inject` rules of validate_run_config: unknown names (listing the known
-// ones), a missing/bad/out-of-range rank, two runtime faults on one rank.
-std::vector<ConfigViolation> validate_faults(const std::vector<std::string>& specs,
-                                             int world_size);
+// The `inject` rules: unknown names (listing the known ones), a
+// missing/bad/out-of-range rank, two runtime faults on one rank. Field
+// "inject", the value as written. (validate_run_config maps them through
+// harness/config/launch_mapping.h.)
+std::vector<LaunchProblem> fault_spec_problems(const std::vector<std::string>& specs,
+                                               int world_size);
 
 enum class RankFaultKind { crash, hang, throw_error };
 std::string_view to_string(RankFaultKind kind);  // "crash-rank", ...
@@ -55,7 +57,7 @@ std::string_view to_string(RankFaultKind kind);  // "crash-rank", ...
 class FaultPlan {
  public:
   FaultPlan() = default;
-  // Throws ConfigError on any invalid spec.
+  // Throws LaunchSpecError on any invalid spec.
   static FaultPlan from_specs(const std::vector<std::string>& specs, int world_size);
 
   std::optional<RankFaultKind> rank_fault(int rank) const;

@@ -1,4 +1,4 @@
-#include "harness/parallel/self_check.h"
+#include "harness/runtime/self_check.h"
 
 #include <cstdio>
 #include <sstream>
@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "harness/parallel/communicator.h"
-#include "harness/parallel/launcher.h"
+#include "harness/runtime/launcher.h"
 
 namespace parity {
 namespace {

@@ -11,8 +11,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "harness/config/run_config.h"
+#include "harness/parallel/one_line.h"
 #include "harness/parallel/topology.h"
+#include "harness/runtime/launch_spec.h"
 
 namespace parity {
 
@@ -60,7 +61,5 @@ struct FailureReport {
 
 // "signal 6 SIGABRT"
 std::string describe_signal(int signal);
-// Newlines and tabs to spaces, trimmed, at most `max` characters.
-std::string one_line(const std::string& text, std::size_t max = 600);
 
 }  // namespace parity

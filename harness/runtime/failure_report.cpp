@@ -1,4 +1,4 @@
-#include "harness/parallel/failure_report.h"
+#include "harness/runtime/failure_report.h"
 
 #include <algorithm>
 #include <csignal>
@@ -18,21 +18,6 @@ std::string_view to_string(RankFailureKind kind) {
     case RankFailureKind::stopped: return "stopped";
   }
   return "?";
-}
-
-std::string one_line(const std::string& text, std::size_t max) {
-  std::string out;
-  out.reserve(std::min(text.size(), max));
-  bool space = false;
-  for (char c : text) {
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-    if (c == ' ' && (space || out.empty())) continue;
-    space = c == ' ';
-    out += c;
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  if (out.size() > max) out = out.substr(0, max - 3) + "...";
-  return out;
 }
 
 std::string describe_signal(int signal) {
@@ -84,7 +69,7 @@ std::string FailureReport::headline() const {
   if (victims) h += ", " + std::to_string(victims) + (victims == 1 ? " victim" : " victims");
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%g", timeout_seconds);
-  h += " (launch " + std::string(to_string(launch)) + ", world " + std::to_string(world_size) +
+  h += " (launch " + std::string(launch_mode_name(launch)) + ", world " + std::to_string(world_size) +
        ", timeout " + timeout + " s)";
   return h;
 }
@@ -106,7 +91,7 @@ std::string FailureReport::text() const {
 
 nlohmann::json FailureReport::to_json() const {
   nlohmann::json j;
-  j["launch"] = std::string(to_string(launch));
+  j["launch"] = std::string(launch_mode_name(launch));
   j["timeout"] = timeout_seconds;
   j["world_size"] = world_size;
   j["headline"] = headline();

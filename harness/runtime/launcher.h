@@ -1,34 +1,38 @@
 #pragma once
 // Runs a named rank program on every rank of a TP x CP x DP world, in one of
-// three launch modes, and supervises it:
-//  threads   one process, one thread per rank, an in-process store;
+// three launch modes, and supervises it (harness/runtime/supervisor.h):
+//  threads   one process, one thread per rank, an in-process store
+//            (thread_ranks.cpp);
 //  processes the parent fork+execs one worker per rank (`parity __rank-worker`),
-//            a FileStore in a private temp dir, a shared status file;
-//  env       torchrun/Slurm: this process is one rank (RANK, WORLD_SIZE, ...),
-//            a TCPStore at MASTER_ADDR:MASTER_PORT.
-// A rank that throws, crashes or makes no progress for `timeout` seconds ends
-// the run with a FailureReport; nothing is left running when launch() returns
+//            a FileStore in a private temp dir, a shared status file
+//            (process_ranks.cpp, rank_worker.cpp);
+//  env       torchrun/Slurm: this process is one rank (env_rank.h), a TCPStore
+//            at MASTER_ADDR:MASTER_PORT (env_launch.cpp).
+// A rank that throws, crashes or makes no progress for the timeout ends the
+// run with a FailureReport; nothing is left running when launch() returns
 // (see FailureReport::abandoned_threads for the one exception).
-#include <chrono>
-#include <functional>
-#include <optional>
+// The launcher knows a LaunchSpec and the program's arguments as opaque JSON;
+// harness/config/launch_mapping.h maps a RunConfig onto both.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "harness/config/run_config.h"
-#include "harness/parallel/failure_report.h"
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rank_status.h"
-#include "harness/parallel/runtime_faults.h"
 #include "harness/parallel/topology.h"
+#include "harness/runtime/env_rank.h"
+#include "harness/runtime/failure_report.h"
+#include "harness/runtime/launch_spec.h"
+#include "harness/runtime/runtime_faults.h"
 
 namespace parity {
 
 // What a rank program gets.
 struct RankContext {
-  const RunConfig& config;
+  const LaunchSpec& spec;
+  const nlohmann::json& arguments;  // the program's own, as given to launch()
   const ParallelTopology& topology;
   int rank;
   RankCoordinates coordinates;
@@ -53,15 +57,8 @@ struct RankContext {
 using RankProgram = std::function<nlohmann::json(RankContext&)>;
 void register_rank_program(const std::string& name, RankProgram program);
 std::vector<std::string> rank_program_names();  // "self-check" is built in
-
-struct LaunchOptions {
-  // processes: the worker executable, run as `EXE __rank-worker ...`; "" means
-  // this executable (/proc/self/exe). Tests point it at the parity binary.
-  std::string worker_executable;
-  std::string transport = "gloo";
-  // env: how environment variables are read (tests substitute a map).
-  std::function<std::optional<std::string>(const std::string&)> getenv;
-};
+// Throws std::invalid_argument listing the known names.
+RankProgram find_rank_program(const std::string& name);
 
 struct LaunchResult {
   int world_size = 1;
@@ -78,33 +75,18 @@ struct LaunchResult {
   nlohmann::json to_json() const;
 };
 
-// Validates nothing but the launch itself (validate_run_config first). Throws
-// ConfigError for env-mode environment problems, std::invalid_argument for an
-// unknown program. Every rank failure is in the result, not thrown.
-LaunchResult launch(const RunConfig& config, const std::string& program,
-                    const LaunchOptions& options = {});
-
-// Env mode: this process's rank, read from RANK/WORLD_SIZE/LOCAL_RANK (or
-// SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID when RANK is unset) and
-// MASTER_ADDR/MASTER_PORT.
-struct EnvRank {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
-  std::string master_addr;
-  int master_port = 0;
-  std::string source;  // "torchrun" or "slurm"
-};
-// Violations name the variable (ConfigViolation::Kind::env), e.g.
-// `WORLD_SIZE=3: must equal tp*cp*dp = 4`.
-std::vector<ConfigViolation> read_env_rank(
-    const RunConfig& config, EnvRank* out,
-    const std::function<std::optional<std::string>(const std::string&)>& getenv = {});
+// Throws LaunchSpecError for a bad spec (faults) or env-mode environment
+// problems, std::invalid_argument for an unknown program. Every rank failure is
+// in the result, not thrown.
+LaunchResult launch(const LaunchSpec& spec, const std::string& program,
+                    const nlohmann::json& arguments);
 
 // The hidden `parity __rank-worker` subcommand (processes-mode children):
 // argv after the subcommand name. Returns the process exit code.
 int run_rank_worker(int argc, char** argv);
-// The hidden `parity __free-port` helper: binds 127.0.0.1:0, prints the port.
-int print_free_port();
+// The hidden `parity __agent-store` helper: serves a TCPStore on 127.0.0.1,
+// port 0 (the kernel picks a free one, so no race), prints the port, and
+// serves until its standard input closes: torchrun's agent, for tests.
+int serve_agent_store();
 
 }  // namespace parity

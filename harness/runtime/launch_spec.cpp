@@ -1,0 +1,67 @@
+#include "harness/runtime/launch_spec.h"
+
+#include <nlohmann/json.hpp>
+
+namespace parity {
+
+std::string_view launch_mode_name(LaunchMode mode) {
+  switch (mode) {
+    case LaunchMode::threads: return "threads";
+    case LaunchMode::processes: return "processes";
+    case LaunchMode::env: return "env";
+  }
+  return "?";
+}
+
+nlohmann::json launch_spec_to_json(const LaunchSpec& s) {
+  return {{"tp", s.tp},
+          {"cp", s.cp},
+          {"dp", s.dp},
+          {"mode", std::string(launch_mode_name(s.mode))},
+          {"timeout_seconds", s.timeout_seconds},
+          {"faults", s.faults},
+          {"check_collectives", s.check_collectives},
+          {"transport", s.transport},
+          {"worker_executable", s.worker_executable}};
+}
+
+LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
+  auto field = [&](const char* key) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(key))
+      throw std::invalid_argument(std::string("launch spec: missing \"") + key + "\"");
+    return j.at(key);
+  };
+  try {
+    LaunchSpec s;
+    s.tp = field("tp").get<int>();
+    s.cp = field("cp").get<int>();
+    s.dp = field("dp").get<int>();
+    const std::string mode = field("mode").get<std::string>();
+    if (mode == "threads") s.mode = LaunchMode::threads;
+    else if (mode == "processes") s.mode = LaunchMode::processes;
+    else if (mode == "env") s.mode = LaunchMode::env;
+    else throw std::invalid_argument("launch spec: \"mode\" = \"" + mode + "\" is not a launch mode");
+    s.timeout_seconds = field("timeout_seconds").get<double>();
+    s.faults = field("faults").get<std::vector<std::string>>();
+    s.check_collectives = field("check_collectives").get<bool>();
+    s.transport = field("transport").get<std::string>();
+    s.worker_executable = field("worker_executable").get<std::string>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("launch spec: ") + e.what());
+  }
+}
+
+namespace {
+std::string lines(const std::vector<LaunchProblem>& problems) {
+  std::string text;
+  for (const LaunchProblem& p : problems)
+    text += (text.empty() ? "" : "\n") + p.field + (p.value.empty() ? "" : "=" + p.value) + ": " + p.rule;
+  return text;
+}
+}  // namespace
+
+LaunchSpecError::LaunchSpecError(std::vector<LaunchProblem> problems)
+    : std::invalid_argument(lines(problems)), problems_(std::move(problems)) {}
+
+}  // namespace parity

@@ -1,0 +1,119 @@
+#include "harness/runtime/rank_body.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <mutex>
+#include <optional>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "harness/faults/code_path_faults.h"
+#include "harness/parallel/communicator.h"
+#include "harness/parallel/errors.h"
+#include "harness/parallel/process_groups.h"
+#include "harness/runtime/failure_report.h"
+
+namespace parity {
+
+std::chrono::milliseconds timeout_ms(const LaunchSpec& spec) {
+  return std::chrono::milliseconds(static_cast<long long>(spec.timeout_seconds * 1000.0 + 0.5));
+}
+
+void single_intra_op_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    at::set_num_threads(1);
+    // OpenBLAS (Debian's libblas alternative) keeps its own pthread pool, which
+    // at::set_num_threads does not limit: with one rank per thread every rank's
+    // GEMMs would start BLAS threads that spin against each other (measured:
+    // 2-3x slower steps at 2 thread ranks on 2 cores). Limit it too when present.
+    using SetThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+      set(1);
+  });
+}
+
+// A peer that died closes its sockets; a write to them must fail the
+// collective (EPIPE), not kill this process with SIGPIPE and make a victim
+// look like a crashed culprit.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::signal(SIGPIPE, SIG_IGN); });
+}
+
+nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine) {
+  const std::string text = mine.dump();
+  const at::Tensor len = at::full({1}, static_cast<std::int64_t>(text.size()), at::kLong);
+  const at::Tensor lens = world.all_gather(len, 0);
+  const std::int64_t longest = std::max<std::int64_t>(lens.max().item<std::int64_t>(), 1);
+  at::Tensor bytes = at::zeros({1, longest}, at::kByte);
+  std::copy(text.begin(), text.end(), reinterpret_cast<char*>(bytes.data_ptr<std::uint8_t>()));
+  const at::Tensor all = world.all_gather(bytes, 0).contiguous();
+  const auto* data = reinterpret_cast<const char*>(all.data_ptr<std::uint8_t>());
+  nlohmann::json out = nlohmann::json::array();
+  for (std::int64_t r = 0; r < all.size(0); ++r)
+    out.push_back(nlohmann::json::parse(
+        std::string(data + r * longest, static_cast<std::size_t>(lens[r].item<std::int64_t>()))));
+  return out;
+}
+
+RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const CancelToken& cancel) {
+  RankEnd end;
+  auto failed = [&](const std::string& message, bool mismatch) {
+    end.outcome = Outcome::threw;
+    end.error = one_line(message);
+    end.mismatch = mismatch;
+    // The communicator leaves a collective only when it completed.
+    end.in_collective = status.state() == RankState::in_collective;
+    status.set_error(end.error);
+    status.set_state(RankState::failed);
+  };
+  // The groups outlive the handlers below: tearing them down closes this rank's
+  // sockets, which is how its peers learn it is gone. The failure must be in
+  // the status record before that, or a peer's "connection closed" can reach
+  // the supervisor first and the culprit looks like a victim.
+  std::shared_ptr<Rendezvous> rdv;
+  std::optional<RankGroups> groups;
+  // The run's code-path faults hold on this rank thread, for its collectives too.
+  const CodePathFaultScope code_path_faults(run.spec.faults);
+  try {
+    status.set_state(RankState::starting);
+    rdv = run.rendezvous();
+    std::unique_ptr<TransportFactory> factory = make_transport_factory(run.spec.transport);
+    GroupOptions options;
+    options.timeout = timeout_ms(run.spec);
+    options.communicator.check_collectives = run.spec.check_collectives;
+    groups.emplace(make_rank_groups(run.topology, rank, *rdv, *factory, &status, options));
+    status.set_state(RankState::running);
+    RankContext ctx{run.spec, run.arguments, run.topology, rank, run.topology.coordinates(rank),
+                    *groups,  status,        run.faults,   cancel, run.own_process};
+    nlohmann::json result = run.program(ctx);
+    if (run.gather) result = gather_results(groups->get(Axis::world), result);
+    // Exit barrier (as dist.barrier() before destroy_process_group): a rank
+    // whose program issued no collective could otherwise tear its groups down
+    // while a peer is still completing its handshake with it ("Connection
+    // closed by peer" in the peer's group creation).
+    if (groups->get(Axis::world).size() > 1) groups->get(Axis::world).barrier();
+    status.set_state(RankState::finished);
+    end.outcome = Outcome::ok;
+    end.result = std::move(result);
+  } catch (const SimulatedCrash&) {
+    end.outcome = Outcome::crashed;
+    end.in_collective = status.state() == RankState::in_collective;
+    status.set_state(RankState::failed);
+  } catch (const RankCancelled&) {
+    end.outcome = Outcome::cancelled;
+    end.in_collective = status.state() == RankState::in_collective;
+  } catch (const CollectiveMismatch& e) {
+    failed(e.what(), true);
+  } catch (const std::exception& e) {
+    failed(e.what(), false);
+  } catch (...) {
+    failed("unknown exception (not a std::exception)", false);
+  }
+  return end;
+}
+
+}  // namespace parity

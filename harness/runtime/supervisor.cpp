@@ -1,0 +1,163 @@
+#include "harness/runtime/supervisor.h"
+
+#include <cstdio>
+#include <optional>
+
+namespace parity {
+namespace {
+
+// A rank in state `starting` (process start-up, group creation) is given this
+// much longer than the timeout before it counts as hung: the store's own
+// timeout (= the run timeout) fails a rendezvous that never completes first.
+constexpr double kStartupGraceSeconds = 10.0;
+constexpr auto kPoll = std::chrono::milliseconds(20);
+
+std::string fixed1(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+
+double age_seconds(const RankStatusRecord* record) {
+  RankStatus s(const_cast<RankStatusRecord*>(record));
+  return static_cast<double>(RankStatus::now_ms() - s.progress_ms()) / 1000.0;
+}
+
+bool is_stale(const Slot& s, double timeout) {
+  RankStatus st(s.record);
+  const double limit = st.state() == RankState::starting ? timeout + kStartupGraceSeconds : timeout;
+  return age_seconds(s.record) > limit;
+}
+
+void take_snapshots(std::vector<Slot>& slots) {
+  for (Slot& s : slots) {
+    if (s.done) continue;
+    s.snapshot = true;
+    s.snap_state = RankStatus(s.record).state();
+    s.snap_age = age_seconds(s.record);
+  }
+}
+
+RankFailure classify_rank(const Slot& s, const ParallelTopology& topology, double timeout) {
+  RankStatus status(s.record);
+  RankFailure f;
+  f.rank = s.rank;
+  f.coordinates = topology.coordinates(s.rank);
+  f.last_collective = status.last_collective();
+  f.seconds = s.end_seconds;
+  f.in_collective = s.end.in_collective;
+  const Outcome outcome = s.done ? s.end.outcome : Outcome::cancelled;  // abandoned: as stopped
+  switch (outcome) {
+    case Outcome::crashed:
+      f.kind = RankFailureKind::crashed;
+      f.detail = s.end.signal ? describe_signal(s.end.signal)
+                              : "simulated in threads mode: the rank thread ended without a result";
+      break;
+    case Outcome::threw:
+      f.kind = RankFailureKind::threw;
+      f.detail = s.end.error;
+      // Failing inside a collective (peer gone, timeout) is what a victim does;
+      // a fingerprint mismatch is a culprit.
+      f.victim = s.end.in_collective && !s.end.mismatch;
+      break;
+    case Outcome::exited:
+      f.kind = RankFailureKind::exited;
+      f.detail = "exit code " + std::to_string(s.end.exit_code) +
+                 (s.end.error.empty() ? std::string(" without a result") : ": " + s.end.error);
+      break;
+    case Outcome::cancelled:
+    case Outcome::killed:
+    case Outcome::running:
+    case Outcome::ok: {
+      const bool in_coll = s.snapshot ? s.snap_state == RankState::in_collective : s.end.in_collective;
+      f.in_collective = in_coll;
+      const double age = s.snapshot ? s.snap_age : 0;
+      if (s.snapshot && !in_coll && age >= 0.5 * timeout) {
+        f.kind = RankFailureKind::hung;
+        f.detail = "no progress for " + fixed1(age) + " s";
+      } else if (s.snapshot && in_coll && age >= timeout) {
+        f.kind = RankFailureKind::hung;
+        f.detail = "no progress for " + fixed1(age) + " s inside its last collective";
+        f.victim = true;
+      } else {
+        f.kind = RankFailureKind::stopped;
+        f.detail = in_coll ? "it was waiting in its last collective" : "it was still running";
+        f.victim = true;
+      }
+      if (s.abandoned) f.detail += " (its thread did not stop and was left running)";
+      break;
+    }
+  }
+  if (s.end.outcome == Outcome::killed && f.kind == RankFailureKind::stopped)
+    f.detail += " (" + describe_signal(s.end.signal) + ")";
+  return f;
+}
+
+FailureReport classify(const std::vector<Slot>& slots, const LaunchSpec& spec,
+                       const ParallelTopology& topology) {
+  FailureReport report;
+  report.launch = spec.mode;
+  report.timeout_seconds = spec.timeout_seconds;
+  report.world_size = topology.world_size();
+  for (const Slot& s : slots)
+    if (!(s.done && s.end.outcome == Outcome::ok))
+      report.ranks.push_back(classify_rank(s, topology, spec.timeout_seconds));
+  // With no culprit (e.g. every rank stuck in mismatched collectives), nobody
+  // is a victim: report them all as they are.
+  bool any_culprit = false;
+  for (const RankFailure& f : report.ranks) any_culprit = any_culprit || !f.victim;
+  if (!any_culprit)
+    for (RankFailure& f : report.ranks) f.victim = false;
+  for (const Slot& s : slots) report.abandoned_threads += s.abandoned ? 1 : 0;
+  report.sort();
+  return report;
+}
+
+}  // namespace
+
+double seconds_since(SupervisorClock::time_point t) {
+  return std::chrono::duration<double>(SupervisorClock::now() - t).count();
+}
+
+void supervise(RankSet& ranks, std::vector<Slot>& slots, double timeout) {
+  std::optional<SupervisorClock::time_point> stopped_at;
+  bool gave_up = false;
+  while (true) {
+    ranks.collect(slots, kPoll);
+    bool all_done = true, any_failed = false, hang = false;
+    for (const Slot& s : slots) {
+      all_done = all_done && s.done;
+      any_failed = any_failed || (s.done && s.end.outcome != Outcome::ok);
+      hang = hang || (!s.done && is_stale(s, timeout));
+    }
+    if (all_done) return;
+    if (!stopped_at) {
+      if (any_failed || hang) {
+        take_snapshots(slots);
+        ranks.stop(slots);
+        stopped_at = SupervisorClock::now();
+      }
+    } else if (!gave_up && SupervisorClock::now() - *stopped_at > ranks.stop_grace()) {
+      gave_up = true;
+      if (!ranks.give_up(slots)) return;
+    }
+  }
+}
+
+LaunchResult finish(const std::vector<Slot>& slots, const LaunchSpec& spec,
+                    const ParallelTopology& topology, SupervisorClock::time_point start) {
+  LaunchResult result;
+  result.world_size = topology.world_size();
+  result.results.assign(result.world_size, nullptr);
+  bool ok = true;
+  for (const Slot& s : slots) {
+    result.local_ranks.push_back(s.rank);
+    if (s.done && s.end.outcome == Outcome::ok) result.results[s.rank] = s.end.result;
+    else ok = false;
+  }
+  if (!ok) result.failure = classify(slots, spec, topology);
+  result.wall_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace parity
