@@ -7,9 +7,12 @@
 #   parity_floor_library(NAME ROOM)  a STATIC library for ROOM's floor: its
 #       include root is that floor's staged tree; it links the floor below
 #       PUBLIC (so consumers see and link everything underneath).
-#   parity_floor_include_dir(ROOM OUT)  the staged tree of ROOM's floor.
+#   parity_floor_include_dir(ROOM OUT)  the staged tree of ROOM's floor (the
+#       backends and the tests use the top floor's: they may see everything).
 
+# Lines starting with "#" are comments; "never: A -> B" lines are ci/lint rules.
 file(STRINGS "${PROJECT_SOURCE_DIR}/ci/floors.txt" _parity_floor_lines REGEX "^[^#]")
+list(FILTER _parity_floor_lines EXCLUDE REGEX "^never:")
 set(PARITY_FLOOR_COUNT 0)
 set(_parity_staged_rooms "")
 foreach(_line IN LISTS _parity_floor_lines)
@@ -48,6 +51,7 @@ function(parity_floor_library name room)
   add_library(${name} STATIC ${ARGN})
   target_include_directories(${name} PUBLIC "${staged}")
   target_link_libraries(${name} PUBLIC parity_torch nlohmann_json::nlohmann_json PRIVATE parity_warnings)
+  target_precompile_headers(${name} REUSE_FROM parity_pch)
   set(floor ${PARITY_FLOOR_OF_${room}})
   # Link the nearest floor below that has a library.
   set(below ${floor})

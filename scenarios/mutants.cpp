@@ -44,7 +44,7 @@ struct Verdict {
 // reports a FAIL; shrinking is bounded by o.shrink_steps candidates (a count,
 // not a time: the shrunk case is the same on every run). Adds to `row`.
 template <typename Case>
-void search(Row& row, const cli::MutantsOptions& o, const rc::Gen<Case>& gen,
+void search(Row& row, const MutantsOptions& o, const rc::Gen<Case>& gen,
             const std::function<Verdict(Case&)>& judge,
             const std::function<nlohmann::json(const Case&)>& compact_of) {
   const auto start = Clock::now();
@@ -118,7 +118,7 @@ nlohmann::json compact(const RunConfig& c) {
 // Generated scenarios first; a reduction fault the model's even layouts do
 // not expose (mean-of-means) is then hunted over sharded metric cases with
 // uneven and empty shards.
-Row hunt(const CodePathFaultInfo& fault, const cli::MutantsOptions& o) {
+Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   Row row;
   row.fault = std::string(fault.name);
   row.expected = std::string(fault.caught_by);
@@ -147,7 +147,7 @@ std::string secs(double s) {
 
 }  // namespace
 
-int run_mutants(const cli::MutantsOptions& o, std::ostream& out, std::ostream& err) {
+MutantsOutcome run_mutants(const MutantsOptions& o, std::ostream& out, std::ostream& err) {
   std::vector<const CodePathFaultInfo*> faults;
   for (const CodePathFaultInfo& f : code_path_faults()) {
     bool wanted = o.faults.empty();
@@ -193,20 +193,20 @@ int run_mutants(const cli::MutantsOptions& o, std::ostream& out, std::ostream& e
   }
   out << "\nmutants " << (missed ? "FAILED" : "passed") << ": " << rows.size() - missed << " of "
       << rows.size() << " fault(s) caught" << std::endl;
-  int code = missed ? cli::kExitPropertyFailed : cli::kExitOk;
+  MutantsOutcome outcome = missed ? MutantsOutcome::some_missed : MutantsOutcome::all_caught;
   if (!o.report.empty()) {
     try {
       files::write_atomically(o.report, nlohmann::json{{"mutants", report}}.dump(2) + "\n");
     } catch (const std::exception& e) {
       err << "parity mutants: --report " << o.report << ": " << e.what() << "\n";
-      if (code == cli::kExitOk) code = cli::kExitBadInput;
+      if (outcome == MutantsOutcome::all_caught) outcome = MutantsOutcome::report_unwritable;
     }
   }
   for (const Row& r : rows)
     if (!r.caught)
       err << "parity mutants: " << r.fault << " NOT caught in " << r.cases
           << " generated scenario(s) (expected: " << r.expected << ")\n";
-  return code;
+  return outcome;
 }
 
 }  // namespace parity::scenarios

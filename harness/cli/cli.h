@@ -13,6 +13,7 @@
 
 #include "harness/config/run_config.h"
 #include "harness/config/launch_mapping.h"
+#include "scenarios/mutants.h"
 
 namespace parity::cli {
 
@@ -22,18 +23,7 @@ inline constexpr int kExitPropertyFailed = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitRankFailure = 3;
 
-// `parity mutants`: its options, and the runner that performs it (in the
-// parity_scenarios library, which needs rapidcheck: main() installs it, so
-// the harness library does not depend on the generators).
-struct MutantsOptions {
-  std::vector<std::string> faults;  // empty = every code-path fault
-  int cases = 40;                   // generated scenarios per fault before "not caught"
-  std::uint64_t seed = 20261203;    // rapidcheck seed: the table is deterministic
-  int shrink_steps = 60;            // shrink candidates tried per fault (a count: reproducible)
-  std::string report;               // JSON report path; "" = none
-};
-using MutantsRunner = int (*)(const MutantsOptions&, std::ostream& out, std::ostream& err);
-void set_mutants_runner(MutantsRunner runner);
+using scenarios::MutantsOptions;  // `parity mutants`: its options (scenarios/mutants.h)
 
 struct ParsedCommand {
   std::string command;              // "check", "run", ... ("" for --help alone)

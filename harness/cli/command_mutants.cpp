@@ -1,22 +1,19 @@
-// parity mutants: the runner lives in parity_scenarios (it needs rapidcheck);
-// the parity binary installs it, so the harness library does not depend on it.
+// parity mutants: the property suite against every code-path fault
+// (scenarios/mutants.h); the CLI maps its outcome to the exit code.
 #include <ostream>
 
 #include "harness/cli/commands.h"
+#include "scenarios/mutants.h"
 
 namespace parity::cli {
-namespace {
-MutantsRunner g_mutants_runner = nullptr;
-}  // namespace
-
-void set_mutants_runner(MutantsRunner runner) { g_mutants_runner = runner; }
 
 int run_mutants_command(const CommandContext& ctx) {
-  if (!g_mutants_runner) {
-    ctx.err << "parity mutants is not available in this program (no mutants runner installed)\n";
-    return kExitBadInput;
+  switch (scenarios::run_mutants(ctx.parsed.mutants, ctx.out, ctx.err)) {
+    case scenarios::MutantsOutcome::all_caught: return kExitOk;
+    case scenarios::MutantsOutcome::some_missed: return kExitPropertyFailed;
+    case scenarios::MutantsOutcome::report_unwritable: return kExitBadInput;
   }
-  return g_mutants_runner(ctx.parsed.mutants, ctx.out, ctx.err);
+  return kExitBadInput;
 }
 
 }  // namespace parity::cli

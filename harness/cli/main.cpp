@@ -7,13 +7,11 @@
 
 #include "harness/cli/cli.h"
 #include "harness/runtime/launcher.h"
-#include "scenarios/mutants.h"
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "__rank-worker") == 0)
     return parity::run_rank_worker(argc - 2, argv + 2);
   if (argc > 1 && std::strcmp(argv[1], "__agent-store") == 0) return parity::serve_agent_store();
-  parity::cli::set_mutants_runner(&parity::scenarios::run_mutants);
   bool must_exit_now = false;
   const int code = parity::cli::run_command_line(argc, argv, std::cout, std::cerr, {}, &must_exit_now);
   if (must_exit_now) {

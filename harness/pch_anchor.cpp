@@ -1,0 +1,2 @@
+// The translation unit that builds harness/pch.h once (parity_pch); every other
+// target reuses the precompiled header.
