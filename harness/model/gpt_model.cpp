@@ -291,15 +291,15 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
       config_.gather_output, config_.init_std);
 
   graph_runner_ = backend.make_graph_runner();
-  if (config_.graphs != GraphMode::none) {
-    phased_ = dynamic_cast<PhasedGraphRunner*>(graph_runner_.get());
-    if (phased_ == nullptr) {
-      throw ModelConfigError("graphs", std::string(to_string(config_.graphs)),
-                             "backend " + std::string(backend.name()) +
-                                 " has no phased graph runner");
-    }
-    phased_->configure(GraphOptions{config_.graphs, config_.graph_warmup, rng_.get()});
+  if (!graph_runner_->supports(config_.graphs)) {
+    throw ModelConfigError("graphs", std::string(to_string(config_.graphs)),
+                           "backend " + std::string(backend.name()) +
+                               " has no phased graph runner");
   }
+  graph_runner_->configure(GraphSettings{config_.graphs, config_.graph_warmup, rng_.get()});
+  std::vector<at::Tensor> values;
+  for (const Parameter& p : params_.parameters()) values.push_back(p.value);
+  graph_runner_->set_static_parameters(values);
 }
 
 GPTModel::~GPTModel() = default;
@@ -310,7 +310,7 @@ at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positio
   at::Tensor h = embedding_->forward(rt, tokens, positions);
   // Full-iteration capture: the first activation is where "kernels have not
   // run" starts (the reference poisons it; everything after is NaN).
-  if (phased_ != nullptr) phased_->poison_if_capturing(h);
+  graph_runner_->poison_if_capturing(h);
   h = decoder_forward(h, positions);
   h = final_layernorm_->forward(rt, h);
   const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
@@ -370,7 +370,7 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
   const TransformerLayer* layer = &layers_[static_cast<size_t>(index)];
   // Graphs are a training feature (Megatron captures training layers only):
   // evaluation forwards run the layer eagerly.
-  if (phased_ == nullptr || config_.graphs != GraphMode::per_layer || !runtime_.training) {
+  if (config_.graphs != GraphMode::per_layer || !runtime_.training) {
     return layer->forward(runtime_, h, positions);
   }
   const ModelRuntime* rt = &runtime_;
@@ -378,21 +378,13 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
     return std::vector<at::Tensor>{layer->forward(*rt, in[0], positions)};
   };
   const bool last = index + 1 == config_.layers;  // Megatron hands out a clone of the last layer's buffer
-  return phased_->run_region(layer->canonical_name(), fn, {h}, last)[0];
+  return graph_runner_->run_region(layer->canonical_name(), fn, {h}, last)[0];
 }
 
-void GPTModel::end_step() {
-  if (phased_ != nullptr && config_.graphs == GraphMode::per_layer) phased_->create_graphs();
-}
+void GPTModel::end_step() { graph_runner_->end_step(); }
 
 void GPTModel::run_iteration(const std::function<void()>& body) {
-  if (phased_ == nullptr || config_.graphs != GraphMode::full_iteration) {
-    body();
-    return;
-  }
-  std::vector<at::Tensor> preserved;
-  for (const Parameter& p : params_.parameters()) preserved.push_back(p.value);
-  phased_->run_iteration(body, preserved);
+  graph_runner_->run_iteration(body);
 }
 
 at::Tensor GPTModel::loss(const at::Tensor& logits, const at::Tensor& labels) const {

@@ -5,6 +5,7 @@
 // [s/tp, b, h]. See docs/model.md.
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "harness/backend/backend.h"
-#include "harness/graphs/graph_runner.h"
 #include "harness/model/init.h"
 #include "harness/model/model_config.h"
 #include "harness/model/parallel_context.h"
@@ -206,10 +206,8 @@ class GPTModel {
   const std::vector<TransformerLayer>& layers() const { return layers_; }
   const ColumnParallelLinear& output_layer() const { return *output_layer_; }
   RngTracker& rng_tracker() { return *rng_; }
-  // The backend's graph runner (EagerGraphRunner-like when graphs are none).
+  // The backend's graph runner (backend.h's GraphRunner interface).
   GraphRunner& graph_runner() { return *graph_runner_; }
-  // The phased runner when config.graphs != none (null otherwise).
-  PhasedGraphRunner* phased_graph_runner() { return phased_; }
 
   // Call after each training step (after its backward passes). Per-layer
   // graphs: the first call after a recorded step builds the graphs (Megatron's
@@ -236,7 +234,6 @@ class GPTModel {
   std::unique_ptr<Norm> final_layernorm_;
   std::unique_ptr<ColumnParallelLinear> output_layer_;
   std::unique_ptr<GraphRunner> graph_runner_;
-  PhasedGraphRunner* phased_ = nullptr;
 
   // The decoder stack with recompute and per-layer graphs wrapped around the
   // one layer structure.
