@@ -20,9 +20,13 @@
 
 #include "harness/observation/graph_phase.h"
 
+namespace c10 {
+struct Device;
+}  // namespace c10
 namespace at {
 class Tensor;
 struct Generator;
+using c10::Device;
 }  // namespace at
 
 namespace parity {
@@ -143,6 +147,10 @@ class Backend {
   // The collective transport this backend's communicators use ("gloo", "nccl"),
   // as registered with register_transport_factory.
   virtual std::string_view transport_name() const = 0;
+  // Where this backend's tensors live: parameters, inputs and positions are
+  // made on the CPU from (seed, name) and copied here, so every backend starts
+  // from identical values. Default: the CPU (backend.cpp).
+  virtual at::Device device() const;
 
   // ---- primitive ops (all differentiable) ----
   // x @ w^T (+ b). x [..., in], w [out, in], b [out] or an undefined tensor.

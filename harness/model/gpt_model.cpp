@@ -51,7 +51,8 @@ at::Tensor ParameterFactory::make(const std::string& name, std::vector<std::int6
   at::Tensor full =
       full_parameter(config_.seed, name, std::move(full_shape), kind, std,
                      to_scalar_type(config_.dtype));
-  at::Tensor local = shard_of(full, shard, tp_rank_, tp_size_);
+  // Made on the CPU (identical for every backend), then placed on the backend's device.
+  at::Tensor local = shard_of(full, shard, tp_rank_, tp_size_).to(device_);
   local.requires_grad_(true);
   parameters_.push_back(Parameter{name, local, shard, sequence_parallel});
   return local;
@@ -274,7 +275,8 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
 
 // ---------------------------------------------------------------- model
 GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel)
-    : config_(config), params_(config_, parallel.tp_rank(), parallel.tp_size()) {
+    : config_(config),
+      params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device()) {
   config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size());
   rng_ = backend.make_rng_tracker();
   rng_->seed(config_.seed, parallel.tp_rank());
@@ -436,12 +438,13 @@ at::Tensor context_parallel_positions(std::int64_t seq, int cp, int cp_rank) {
 
 at::Tensor GPTModel::local_positions() const {
   return context_parallel_positions(config_.seq, runtime_.parallel.cp_size(),
-                                    runtime_.parallel.cp_rank());
+                                    runtime_.parallel.cp_rank())
+      .to(device());
 }
 
 at::Tensor GPTModel::slice_sequence(const at::Tensor& full) const {
-  if (runtime_.parallel.cp_size() == 1) return full;
-  return full.index_select(0, local_positions());
+  if (runtime_.parallel.cp_size() == 1) return full.to(device());
+  return full.to(device()).index_select(0, local_positions());
 }
 
 std::int64_t GPTModel::global_microbatch(std::int64_t m, std::int64_t microbatches) const {

@@ -55,8 +55,10 @@ class Module : public ObservationOwner {
 // Builds (full deterministic tensor -> this rank's shard) parameters.
 class ParameterFactory {
  public:
-  ParameterFactory(const ModelConfig& config, int tp_rank, int tp_size)
-      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size) {}
+  // Values are made on the CPU and copied to `device` (the backend's).
+  ParameterFactory(const ModelConfig& config, int tp_rank, int tp_size,
+                   at::Device device = at::Device(at::kCPU))
+      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {}
   at::Tensor make(const std::string& name, std::vector<std::int64_t> full_shape, InitKind kind,
                   double std, ShardSpec shard, bool sequence_parallel = false);
   std::vector<Parameter>& parameters() { return parameters_; }
@@ -64,6 +66,7 @@ class ParameterFactory {
  private:
   const ModelConfig& config_;
   int tp_rank_, tp_size_;
+  at::Device device_;
   std::vector<Parameter> parameters_;
 };
 
@@ -195,8 +198,11 @@ class GPTModel {
   // 2*cp chunks and CP rank r holds chunks r and 2*cp-1-r. Returns the global
   // positions of this rank's tokens, int64 [seq / cp] (all of [0, seq) without CP).
   at::Tensor local_positions() const;
-  // This rank's rows (dim 0) of a full-sequence [seq, ...] tensor.
+  // This rank's rows (dim 0) of a full-sequence [seq, ...] tensor, on the
+  // backend's device (inputs are made on the CPU from (seed, microbatch)).
   at::Tensor slice_sequence(const at::Tensor& full) const;
+  // The backend's device.
+  at::Device device() const { return runtime_.backend->device(); }
   // The global microbatch index of this rank's microbatch m: DP rank d of D
   // processes d * microbatches + m.
   std::int64_t global_microbatch(std::int64_t m, std::int64_t microbatches) const;
