@@ -31,6 +31,8 @@ using c10::Device;
 
 namespace parity {
 
+class Communicator;  // harness/parallel/communicator.h (the floor below)
+
 // The random streams of Megatron's model-parallel RNG tracker:
 //   data_parallel  - the default generator: identical on every TP rank (so a
 //                    TP-replicated tensor gets the same dropout mask everywhere);
@@ -188,6 +190,30 @@ class Backend {
                              at::Generator& generator) const = 0;
   // weight[ids]: ids int64 of any shape, weight [n, h] -> [..., h].
   virtual at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const = 0;
+
+  // ---- coarser ops, each with a default composition of the ops above and
+  // Megatron's mappings (default_ops.cpp; the reference uses the defaults), for
+  // a backend that wants one kernel. `tp` / `cp` null means a group of one. ----
+  // Megatron's vocab-parallel embedding: this rank holds rows
+  // [vocab_start, vocab_start + weight.size(0)); ids outside look up row 0 and
+  // are zeroed; the all-reduce over TP assembles the full embedding [..., h].
+  virtual at::Tensor vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& weight,
+                                              std::int64_t vocab_start, Communicator* tp) const;
+  // Megatron's vocab-parallel cross entropy: per-token loss [...] (fp32, or
+  // fp64 for fp64 logits) from logits [..., V_local] whose columns start at
+  // vocab_start (0 and tp null for gathered logits).
+  virtual at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits,
+                                                  const at::Tensor& labels,
+                                                  std::int64_t vocab_start,
+                                                  Communicator* tp) const;
+  // The QKV split of Megatron's per-head [q k v] layout: mixed
+  // [s, b, np * 3 * hn] -> q, k, v, each [s, b, np, hn].
+  virtual std::vector<at::Tensor> split_qkv(const at::Tensor& mixed, std::int64_t head_dim) const;
+  // Context parallel: every CP rank's keys and values, all-gathered on dim 0
+  // (backward: reduce-scatter), in CP rank order -> {k, v}.
+  virtual std::vector<at::Tensor> gather_context_parallel_kv(const at::Tensor& k,
+                                                             const at::Tensor& v,
+                                                             Communicator& cp) const;
 
   // ---- hooks ----
   // A fresh tracker for one rank (each rank owns its generators).

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "harness/model/gather_output.h"
-#include "harness/model/tp_mappings.h"
+#include "harness/backend/tp_mappings.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -139,17 +139,16 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
                                                          const at::Tensor& positions) const {
   const std::int64_t hn = config_->head_dim();
   at::Tensor mixed = linear_qkv_.forward(rt, x);  // [s, b, np_local * 3 * hn]
-  const std::int64_t s = mixed.size(0), b = mixed.size(1);
-  const std::int64_t np_local = mixed.size(2) / (3 * hn);
   // Megatron's layout: per head [q k v], heads contiguous -> heads split over TP.
-  auto qkv = mixed.view({s, b, np_local, 3 * hn}).split(hn, -1);
+  const std::vector<at::Tensor> qkv = rt.backend->split_qkv(mixed, hn);
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {
     // Every CP rank's queries see the keys/values of the whole sequence: all-gather
     // them (backward: reduce-scatter the gradients), with their global positions.
     Communicator* cp = rt.parallel.cp;
-    k = gather_from_sequence_parallel_region(k, cp);
-    v = gather_from_sequence_parallel_region(v, cp);
+    const std::vector<at::Tensor> kv = rt.backend->gather_context_parallel_kv(k, v, *cp);
+    k = kv[0];
+    v = kv[1];
     k_positions = cp->all_gather(positions.contiguous(), 0);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
@@ -259,12 +258,8 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
   Communicator* tp = rt.parallel.tp;
   // Vocab-parallel lookup: ids outside this rank's rows look up row 0 and are
   // zeroed; the all-reduce over TP assembles the full embedding.
-  const std::int64_t rows = word_.size(0);
-  const std::int64_t start = rt.parallel.tp_rank() * rows;
-  at::Tensor outside = (tokens < start).logical_or(tokens >= start + rows);
-  at::Tensor local_ids = (tokens - start).masked_fill(outside, 0);
-  at::Tensor words = rt.backend->embedding(local_ids, word_).masked_fill(outside.unsqueeze(-1), 0);
-  words = reduce_from_tensor_parallel_region(words, tp);  // [s, b, h]
+  const std::int64_t start = rt.parallel.tp_rank() * word_.size(0);
+  at::Tensor words = rt.backend->vocab_parallel_embedding(tokens, word_, start, tp);  // [s, b, h]
   at::Tensor pos = rt.backend->embedding(positions, position_).unsqueeze(1);  // [s, 1, h]
   at::Tensor h = words + pos;
   if (config_->fp32_residual) h = h.to(at::kFloat);
@@ -394,25 +389,12 @@ at::Tensor GPTModel::loss(const at::Tensor& logits, const at::Tensor& labels) co
 }
 
 at::Tensor GPTModel::token_losses(const at::Tensor& logits, const at::Tensor& labels) const {
-  // Vocab-parallel cross entropy (Megatron's), composed from differentiable
-  // pieces: the max is a detached constant (it cancels), the target logit and
-  // the sum of exponentials are all-reduced over TP with an identity backward.
-  // Gathered logits hold the full vocabulary: the same formula, no collectives.
+  // Vocab-parallel cross entropy (Megatron's; the backend's op). Gathered
+  // logits hold the full vocabulary: the same formula, no collectives.
   const bool sharded = logits.size(-1) != config_.vocab;
   Communicator* tp = sharded ? runtime_.parallel.tp : nullptr;
-  const at::ScalarType ct = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor z = logits.to(ct);
-  at::Tensor max = std::get<0>(z.detach().max(-1, /*keepdim=*/true));
-  if (tp != nullptr && tp->size() > 1) max = tp->all_reduce(max.contiguous(), ReduceOp::max);
-  at::Tensor shifted = z - max;
-  const std::int64_t rows = z.size(-1);
-  const std::int64_t start = sharded ? runtime_.parallel.tp_rank() * rows : 0;
-  at::Tensor outside = (labels < start).logical_or(labels >= start + rows);
-  at::Tensor local = (labels - start).masked_fill(outside, 0);
-  at::Tensor target = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0);
-  target = reduce_from_tensor_parallel_region(target, tp);
-  at::Tensor sum_exp = reduce_from_tensor_parallel_region(shifted.exp().sum(-1), tp);
-  return sum_exp.log() - target;
+  const std::int64_t start = sharded ? runtime_.parallel.tp_rank() * logits.size(-1) : 0;
+  return runtime_.backend->vocab_parallel_cross_entropy(logits, labels, start, tp);
 }
 
 void GPTModel::finalize_grads() {
