@@ -20,12 +20,18 @@
 
 #include "harness/observation/graph_phase.h"
 
+namespace c10 {
+struct Device;
+}  // namespace c10
 namespace at {
 class Tensor;
 struct Generator;
+using c10::Device;
 }  // namespace at
 
 namespace parity {
+
+class Communicator;  // harness/parallel/communicator.h (the floor below)
 
 // The random streams of Megatron's model-parallel RNG tracker:
 //   data_parallel  - the default generator: identical on every TP rank (so a
@@ -58,23 +64,81 @@ class RngTracker {
   virtual void restore(const RngSnapshot& snapshot) = 0;
 };
 
-// Graph phases (contract.md section 3). The runner decides which phase a region
-// is in; the model asks it to run a region. Interface only in this slice: the
-// reference's CPU emulation and the CUDA runner come with the graph work.
+// Graphs (contract.md section 3, docs/graph-phases.md). The model asks its
+// backend's runner to run each graphed region and each iteration; the runner
+// decides the phase (harness/observation/graph_phase.h) and how a capture and
+// a replay execute. harness/graphs/PhasedGraphRunner implements the phase
+// state machine every backend shares; the reference emulates capture/replay on
+// the CPU, a CUDA runner would use stream capture and graph launches.
+enum class GraphMode : std::int8_t { none, per_layer, full_iteration };
+
+struct GraphSettings {
+  GraphMode mode = GraphMode::none;
+  std::int64_t warmup = 1;    // K: eager warmup runs (per layer) or iterations (full)
+  RngTracker* rng = nullptr;  // put back after warmup and capture
+};
+
+// A graphed region's host code: static inputs in, outputs out.
+using RegionFn = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
 class GraphRunner {
  public:
   virtual ~GraphRunner() = default;
-  // Runs `region` (a graphed layer, or the whole iteration) under the runner's
-  // phase rules. The eager runner simply calls `body`.
-  virtual void run(const std::string& region_name, const std::function<void()>& body) = 0;
+  // Whether this runner can run `mode` (the model rejects the config otherwise).
+  virtual bool supports(GraphMode mode) const = 0;
+  virtual void configure(const GraphSettings& settings) = 0;
+
+  // ---- regions with static inputs and outputs (per-layer graphs) ----
+  // Runs region `name` (host code `fn`) on `inputs` under the phase rules: the
+  // outputs of a replay live in the region's static output buffers (clones when
+  // `clone_outputs`, as Megatron hands out for the last layer). Without
+  // per-layer graphs: fn(inputs).
+  virtual std::vector<at::Tensor> run_region(const std::string& name, const RegionFn& fn,
+                                             const std::vector<at::Tensor>& inputs,
+                                             bool clone_outputs) = 0;
+  // After each training step: the first call after a recorded step creates the
+  // graphs (warmup + capture of every region). Otherwise nothing.
+  virtual void end_step() = 0;
+
+  // ---- whole-iteration capture ----
+  // Static gradient buffers for a captured backward: the parameters whose
+  // values and .grad a captured iteration must leave where they are (a CUDA
+  // runner allocates their .grad before capture so the graph's backward writes
+  // into them; a capture that does not run kernels puts them back).
+  virtual void set_static_parameters(const std::vector<at::Tensor>& parameters) = 0;
+  // Runs one iteration (forward and backward of every microbatch): eager,
+  // captured (between begin_iteration_capture and end_iteration_capture) then
+  // replayed, or replayed. `body` must assign its results (it may run twice)
+  // and must not synchronize with the host (read results after this returns).
+  virtual void run_iteration(const std::function<void()>& body) = 0;
+  // The model calls this on the first activation of the forward: during a
+  // full-iteration capture the contents are undefined from there on.
+  virtual void poison_if_capturing(const at::Tensor& t) = 0;
   // The phase the innermost running region is in (eager outside any region).
   virtual GraphPhase phase() const = 0;
+
+ protected:
+  // The bracket around the one host execution of a captured iteration: a CUDA
+  // runner begins stream capture here and ends (instantiates) it in
+  // end_iteration_capture, exceptions included. The reference does nothing.
+  virtual void begin_iteration_capture() {}
+  virtual void end_iteration_capture() {}
 };
 
-// The runner every backend may use when graphs are off: runs the body, once.
+// The runner of a backend without graphs: every region and iteration runs its
+// body once, eagerly.
 class EagerGraphRunner final : public GraphRunner {
  public:
-  void run(const std::string&, const std::function<void()>& body) override { body(); }
+  bool supports(GraphMode mode) const override { return mode == GraphMode::none; }
+  void configure(const GraphSettings&) override {}
+  std::vector<at::Tensor> run_region(const std::string&, const RegionFn& fn,
+                                     const std::vector<at::Tensor>& inputs, bool) override {
+    return fn(inputs);
+  }
+  void end_step() override {}
+  void set_static_parameters(const std::vector<at::Tensor>&) override {}
+  void run_iteration(const std::function<void()>& body) override { body(); }
+  void poison_if_capturing(const at::Tensor&) override {}
   GraphPhase phase() const override { return GraphPhase::eager; }
 };
 
@@ -85,6 +149,10 @@ class Backend {
   // The collective transport this backend's communicators use ("gloo", "nccl"),
   // as registered with register_transport_factory.
   virtual std::string_view transport_name() const = 0;
+  // Where this backend's tensors live: parameters, inputs and positions are
+  // made on the CPU from (seed, name) and copied here, so every backend starts
+  // from identical values. Default: the CPU (backend.cpp).
+  virtual at::Device device() const;
 
   // ---- primitive ops (all differentiable) ----
   // x @ w^T (+ b). x [..., in], w [out, in], b [out] or an undefined tensor.
@@ -123,10 +191,34 @@ class Backend {
   // weight[ids]: ids int64 of any shape, weight [n, h] -> [..., h].
   virtual at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const = 0;
 
+  // ---- coarser ops, each with a default composition of the ops above and
+  // Megatron's mappings (default_ops.cpp; the reference uses the defaults), for
+  // a backend that wants one kernel. `tp` / `cp` null means a group of one. ----
+  // Megatron's vocab-parallel embedding: this rank holds rows
+  // [vocab_start, vocab_start + weight.size(0)); ids outside look up row 0 and
+  // are zeroed; the all-reduce over TP assembles the full embedding [..., h].
+  virtual at::Tensor vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& weight,
+                                              std::int64_t vocab_start, Communicator* tp) const;
+  // Megatron's vocab-parallel cross entropy: per-token loss [...] (fp32, or
+  // fp64 for fp64 logits) from logits [..., V_local] whose columns start at
+  // vocab_start (0 and tp null for gathered logits).
+  virtual at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits,
+                                                  const at::Tensor& labels,
+                                                  std::int64_t vocab_start,
+                                                  Communicator* tp) const;
+  // The QKV split of Megatron's per-head [q k v] layout: mixed
+  // [s, b, np * 3 * hn] -> q, k, v, each [s, b, np, hn].
+  virtual std::vector<at::Tensor> split_qkv(const at::Tensor& mixed, std::int64_t head_dim) const;
+  // Context parallel: every CP rank's keys and values, all-gathered on dim 0
+  // (backward: reduce-scatter), in CP rank order -> {k, v}.
+  virtual std::vector<at::Tensor> gather_context_parallel_kv(const at::Tensor& k,
+                                                             const at::Tensor& v,
+                                                             Communicator& cp) const;
+
   // ---- hooks ----
   // A fresh tracker for one rank (each rank owns its generators).
   virtual std::unique_ptr<RngTracker> make_rng_tracker() const = 0;
-  // The graph runner for one rank. Defaults to the eager runner.
+  // The graph runner for one rank. Defaults to the eager runner (graphs none only).
   virtual std::unique_ptr<GraphRunner> make_graph_runner() const {
     return std::make_unique<EagerGraphRunner>();
   }

@@ -137,8 +137,12 @@ void PhasedGraphRunner::create_graphs() {
   created_ = true;
 }
 
-void PhasedGraphRunner::run_iteration(const std::function<void()>& body,
-                                      const std::vector<at::Tensor>& preserved) {
+void PhasedGraphRunner::end_step() {
+  if (options_.mode == GraphMode::per_layer) create_graphs();
+}
+
+void PhasedGraphRunner::run_iteration(const std::function<void()>& body) {
+  const std::vector<at::Tensor>& preserved = static_parameters_;
   if (options_.mode != GraphMode::full_iteration) {
     body();
     return;
@@ -160,7 +164,14 @@ void PhasedGraphRunner::run_iteration(const std::function<void()>& body,
       RngPutBack rng(options_.rng);
       GraphPhaseScope capture(GraphPhase::capture);
       iteration_frozen_kinds_ = live_observation_kinds();
-      body();
+      begin_iteration_capture();
+      try {
+        body();
+      } catch (...) {
+        end_iteration_capture();
+        throw;
+      }
+      end_iteration_capture();
     }
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < preserved.size(); ++i) {
@@ -175,10 +186,6 @@ void PhasedGraphRunner::run_iteration(const std::function<void()>& body,
 
 void PhasedGraphRunner::poison_if_capturing(const at::Tensor& t) {
   if (options_.mode == GraphMode::full_iteration && phase() == GraphPhase::capture) poison(t);
-}
-
-void PhasedGraphRunner::run(const std::string&, const std::function<void()>& body) {
-  run_iteration(body, {});
 }
 
 }  // namespace parity

@@ -31,18 +31,11 @@
 #include <vector>
 
 #include "harness/backend/backend.h"
-#include "harness/model/model_config.h"
 #include "harness/observation/source_kind.h"
 
 namespace parity {
 
-using RegionFn = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
-
-struct GraphOptions {
-  GraphMode mode = GraphMode::none;
-  std::int64_t warmup = 1;     // K
-  RngTracker* rng = nullptr;   // put back after warmup/capture
-};
+using GraphOptions = GraphSettings;
 
 // One graphed region (a transformer layer) and its buffers.
 struct GraphRegion {
@@ -64,7 +57,8 @@ KindSet live_observation_kinds();
 
 class PhasedGraphRunner : public GraphRunner {
  public:
-  void configure(const GraphOptions& options) { options_ = options; }
+  bool supports(GraphMode) const override { return true; }
+  void configure(const GraphOptions& options) override { options_ = options; }
   const GraphOptions& options() const { return options_; }
 
   // ---- per-layer ----
@@ -74,11 +68,14 @@ class PhasedGraphRunner : public GraphRunner {
   // past the record step and create_graphs was not called, it is called first.
   // With graphs none/full_iteration: fn(inputs).
   std::vector<at::Tensor> run_region(const std::string& name, const RegionFn& fn,
-                                     const std::vector<at::Tensor>& inputs, bool clone_outputs);
+                                     const std::vector<at::Tensor>& inputs,
+                                     bool clone_outputs) override;
   // Megatron's create_cudagraphs (after the first step): warmup + capture of
   // every recorded region, in recorded order. A no-op when already created,
   // when nothing was recorded, or outside per-layer mode.
   void create_graphs();
+  // Per-layer: create_graphs(); otherwise nothing.
+  void end_step() override;
   bool graphs_created() const { return created_; }
   const std::vector<GraphRegion>& regions() const { return regions_; }
 
@@ -88,17 +85,18 @@ class PhasedGraphRunner : public GraphRunner {
   // `preserved` tensors - parameters - and their gradients are put back, since
   // kernels did not run) and then replays it; later iterations replay only.
   // `body` must assign its results (it runs twice at iteration K). Outside
-  // full-iteration mode: body().
-  void run_iteration(const std::function<void()>& body, const std::vector<at::Tensor>& preserved);
+  // full-iteration mode: body(). The capture runs between
+  // begin_iteration_capture() and end_iteration_capture().
+  void run_iteration(const std::function<void()>& body) override;
+  void set_static_parameters(const std::vector<at::Tensor>& parameters) override {
+    static_parameters_ = parameters;
+  }
   std::int64_t iterations() const { return iteration_; }
   // The model calls this on the first activation it computes (the embedding
   // output): during a full-iteration capture the backend poisons it (the
   // reference fills it with NaN; every tensor computed from it is then NaN).
-  void poison_if_capturing(const at::Tensor& t);
+  void poison_if_capturing(const at::Tensor& t) override;
 
-  // ---- GraphRunner ----
-  // Full-iteration: run_iteration(body, {}); otherwise body().
-  void run(const std::string& region_name, const std::function<void()>& body) override;
   // The thread's ExecutionPoint phase (the runner sets it with GraphPhaseScope).
   GraphPhase phase() const override;
 
@@ -126,6 +124,7 @@ class PhasedGraphRunner : public GraphRunner {
   std::int64_t recorded_step_ = -1;
   std::int64_t iteration_ = 0;
   KindSet iteration_frozen_kinds_;
+  std::vector<at::Tensor> static_parameters_;
 };
 
 }  // namespace parity

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "harness/model/gather_output.h"
-#include "harness/model/tp_mappings.h"
+#include "harness/backend/tp_mappings.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -51,7 +51,8 @@ at::Tensor ParameterFactory::make(const std::string& name, std::vector<std::int6
   at::Tensor full =
       full_parameter(config_.seed, name, std::move(full_shape), kind, std,
                      to_scalar_type(config_.dtype));
-  at::Tensor local = shard_of(full, shard, tp_rank_, tp_size_);
+  // Made on the CPU (identical for every backend), then placed on the backend's device.
+  at::Tensor local = shard_of(full, shard, tp_rank_, tp_size_).to(device_);
   local.requires_grad_(true);
   parameters_.push_back(Parameter{name, local, shard, sequence_parallel});
   return local;
@@ -138,17 +139,16 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
                                                          const at::Tensor& positions) const {
   const std::int64_t hn = config_->head_dim();
   at::Tensor mixed = linear_qkv_.forward(rt, x);  // [s, b, np_local * 3 * hn]
-  const std::int64_t s = mixed.size(0), b = mixed.size(1);
-  const std::int64_t np_local = mixed.size(2) / (3 * hn);
   // Megatron's layout: per head [q k v], heads contiguous -> heads split over TP.
-  auto qkv = mixed.view({s, b, np_local, 3 * hn}).split(hn, -1);
+  const std::vector<at::Tensor> qkv = rt.backend->split_qkv(mixed, hn);
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {
     // Every CP rank's queries see the keys/values of the whole sequence: all-gather
     // them (backward: reduce-scatter the gradients), with their global positions.
     Communicator* cp = rt.parallel.cp;
-    k = gather_from_sequence_parallel_region(k, cp);
-    v = gather_from_sequence_parallel_region(v, cp);
+    const std::vector<at::Tensor> kv = rt.backend->gather_context_parallel_kv(k, v, *cp);
+    k = kv[0];
+    v = kv[1];
     k_positions = cp->all_gather(positions.contiguous(), 0);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
@@ -258,12 +258,8 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
   Communicator* tp = rt.parallel.tp;
   // Vocab-parallel lookup: ids outside this rank's rows look up row 0 and are
   // zeroed; the all-reduce over TP assembles the full embedding.
-  const std::int64_t rows = word_.size(0);
-  const std::int64_t start = rt.parallel.tp_rank() * rows;
-  at::Tensor outside = (tokens < start).logical_or(tokens >= start + rows);
-  at::Tensor local_ids = (tokens - start).masked_fill(outside, 0);
-  at::Tensor words = rt.backend->embedding(local_ids, word_).masked_fill(outside.unsqueeze(-1), 0);
-  words = reduce_from_tensor_parallel_region(words, tp);  // [s, b, h]
+  const std::int64_t start = rt.parallel.tp_rank() * word_.size(0);
+  at::Tensor words = rt.backend->vocab_parallel_embedding(tokens, word_, start, tp);  // [s, b, h]
   at::Tensor pos = rt.backend->embedding(positions, position_).unsqueeze(1);  // [s, 1, h]
   at::Tensor h = words + pos;
   if (config_->fp32_residual) h = h.to(at::kFloat);
@@ -274,7 +270,8 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
 
 // ---------------------------------------------------------------- model
 GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel)
-    : config_(config), params_(config_, parallel.tp_rank(), parallel.tp_size()) {
+    : config_(config),
+      params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device()) {
   config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size());
   rng_ = backend.make_rng_tracker();
   rng_->seed(config_.seed, parallel.tp_rank());
@@ -291,15 +288,15 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
       config_.gather_output, config_.init_std);
 
   graph_runner_ = backend.make_graph_runner();
-  if (config_.graphs != GraphMode::none) {
-    phased_ = dynamic_cast<PhasedGraphRunner*>(graph_runner_.get());
-    if (phased_ == nullptr) {
-      throw ModelConfigError("graphs", std::string(to_string(config_.graphs)),
-                             "backend " + std::string(backend.name()) +
-                                 " has no phased graph runner");
-    }
-    phased_->configure(GraphOptions{config_.graphs, config_.graph_warmup, rng_.get()});
+  if (!graph_runner_->supports(config_.graphs)) {
+    throw ModelConfigError("graphs", std::string(to_string(config_.graphs)),
+                           "backend " + std::string(backend.name()) +
+                               " has no phased graph runner");
   }
+  graph_runner_->configure(GraphSettings{config_.graphs, config_.graph_warmup, rng_.get()});
+  std::vector<at::Tensor> values;
+  for (const Parameter& p : params_.parameters()) values.push_back(p.value);
+  graph_runner_->set_static_parameters(values);
 }
 
 GPTModel::~GPTModel() = default;
@@ -310,7 +307,7 @@ at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positio
   at::Tensor h = embedding_->forward(rt, tokens, positions);
   // Full-iteration capture: the first activation is where "kernels have not
   // run" starts (the reference poisons it; everything after is NaN).
-  if (phased_ != nullptr) phased_->poison_if_capturing(h);
+  graph_runner_->poison_if_capturing(h);
   h = decoder_forward(h, positions);
   h = final_layernorm_->forward(rt, h);
   const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
@@ -370,7 +367,7 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
   const TransformerLayer* layer = &layers_[static_cast<size_t>(index)];
   // Graphs are a training feature (Megatron captures training layers only):
   // evaluation forwards run the layer eagerly.
-  if (phased_ == nullptr || config_.graphs != GraphMode::per_layer || !runtime_.training) {
+  if (config_.graphs != GraphMode::per_layer || !runtime_.training) {
     return layer->forward(runtime_, h, positions);
   }
   const ModelRuntime* rt = &runtime_;
@@ -378,21 +375,13 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
     return std::vector<at::Tensor>{layer->forward(*rt, in[0], positions)};
   };
   const bool last = index + 1 == config_.layers;  // Megatron hands out a clone of the last layer's buffer
-  return phased_->run_region(layer->canonical_name(), fn, {h}, last)[0];
+  return graph_runner_->run_region(layer->canonical_name(), fn, {h}, last)[0];
 }
 
-void GPTModel::end_step() {
-  if (phased_ != nullptr && config_.graphs == GraphMode::per_layer) phased_->create_graphs();
-}
+void GPTModel::end_step() { graph_runner_->end_step(); }
 
 void GPTModel::run_iteration(const std::function<void()>& body) {
-  if (phased_ == nullptr || config_.graphs != GraphMode::full_iteration) {
-    body();
-    return;
-  }
-  std::vector<at::Tensor> preserved;
-  for (const Parameter& p : params_.parameters()) preserved.push_back(p.value);
-  phased_->run_iteration(body, preserved);
+  graph_runner_->run_iteration(body);
 }
 
 at::Tensor GPTModel::loss(const at::Tensor& logits, const at::Tensor& labels) const {
@@ -400,25 +389,12 @@ at::Tensor GPTModel::loss(const at::Tensor& logits, const at::Tensor& labels) co
 }
 
 at::Tensor GPTModel::token_losses(const at::Tensor& logits, const at::Tensor& labels) const {
-  // Vocab-parallel cross entropy (Megatron's), composed from differentiable
-  // pieces: the max is a detached constant (it cancels), the target logit and
-  // the sum of exponentials are all-reduced over TP with an identity backward.
-  // Gathered logits hold the full vocabulary: the same formula, no collectives.
+  // Vocab-parallel cross entropy (Megatron's; the backend's op). Gathered
+  // logits hold the full vocabulary: the same formula, no collectives.
   const bool sharded = logits.size(-1) != config_.vocab;
   Communicator* tp = sharded ? runtime_.parallel.tp : nullptr;
-  const at::ScalarType ct = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor z = logits.to(ct);
-  at::Tensor max = std::get<0>(z.detach().max(-1, /*keepdim=*/true));
-  if (tp != nullptr && tp->size() > 1) max = tp->all_reduce(max.contiguous(), ReduceOp::max);
-  at::Tensor shifted = z - max;
-  const std::int64_t rows = z.size(-1);
-  const std::int64_t start = sharded ? runtime_.parallel.tp_rank() * rows : 0;
-  at::Tensor outside = (labels < start).logical_or(labels >= start + rows);
-  at::Tensor local = (labels - start).masked_fill(outside, 0);
-  at::Tensor target = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0);
-  target = reduce_from_tensor_parallel_region(target, tp);
-  at::Tensor sum_exp = reduce_from_tensor_parallel_region(shifted.exp().sum(-1), tp);
-  return sum_exp.log() - target;
+  const std::int64_t start = sharded ? runtime_.parallel.tp_rank() * logits.size(-1) : 0;
+  return runtime_.backend->vocab_parallel_cross_entropy(logits, labels, start, tp);
 }
 
 void GPTModel::finalize_grads() {
@@ -444,12 +420,13 @@ at::Tensor context_parallel_positions(std::int64_t seq, int cp, int cp_rank) {
 
 at::Tensor GPTModel::local_positions() const {
   return context_parallel_positions(config_.seq, runtime_.parallel.cp_size(),
-                                    runtime_.parallel.cp_rank());
+                                    runtime_.parallel.cp_rank())
+      .to(device());
 }
 
 at::Tensor GPTModel::slice_sequence(const at::Tensor& full) const {
-  if (runtime_.parallel.cp_size() == 1) return full;
-  return full.index_select(0, local_positions());
+  if (runtime_.parallel.cp_size() == 1) return full.to(device());
+  return full.to(device()).index_select(0, local_positions());
 }
 
 std::int64_t GPTModel::global_microbatch(std::int64_t m, std::int64_t microbatches) const {

@@ -5,6 +5,7 @@
 // [s/tp, b, h]. See docs/model.md.
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "harness/backend/backend.h"
-#include "harness/graphs/graph_runner.h"
 #include "harness/model/init.h"
 #include "harness/model/model_config.h"
 #include "harness/model/parallel_context.h"
@@ -55,8 +55,10 @@ class Module : public ObservationOwner {
 // Builds (full deterministic tensor -> this rank's shard) parameters.
 class ParameterFactory {
  public:
-  ParameterFactory(const ModelConfig& config, int tp_rank, int tp_size)
-      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size) {}
+  // Values are made on the CPU and copied to `device` (the backend's).
+  ParameterFactory(const ModelConfig& config, int tp_rank, int tp_size,
+                   at::Device device = at::Device(at::kCPU))
+      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {}
   at::Tensor make(const std::string& name, std::vector<std::int64_t> full_shape, InitKind kind,
                   double std, ShardSpec shard, bool sequence_parallel = false);
   std::vector<Parameter>& parameters() { return parameters_; }
@@ -64,6 +66,7 @@ class ParameterFactory {
  private:
   const ModelConfig& config_;
   int tp_rank_, tp_size_;
+  at::Device device_;
   std::vector<Parameter> parameters_;
 };
 
@@ -195,8 +198,11 @@ class GPTModel {
   // 2*cp chunks and CP rank r holds chunks r and 2*cp-1-r. Returns the global
   // positions of this rank's tokens, int64 [seq / cp] (all of [0, seq) without CP).
   at::Tensor local_positions() const;
-  // This rank's rows (dim 0) of a full-sequence [seq, ...] tensor.
+  // This rank's rows (dim 0) of a full-sequence [seq, ...] tensor, on the
+  // backend's device (inputs are made on the CPU from (seed, microbatch)).
   at::Tensor slice_sequence(const at::Tensor& full) const;
+  // The backend's device.
+  at::Device device() const { return runtime_.backend->device(); }
   // The global microbatch index of this rank's microbatch m: DP rank d of D
   // processes d * microbatches + m.
   std::int64_t global_microbatch(std::int64_t m, std::int64_t microbatches) const;
@@ -206,10 +212,8 @@ class GPTModel {
   const std::vector<TransformerLayer>& layers() const { return layers_; }
   const ColumnParallelLinear& output_layer() const { return *output_layer_; }
   RngTracker& rng_tracker() { return *rng_; }
-  // The backend's graph runner (EagerGraphRunner-like when graphs are none).
+  // The backend's graph runner (backend.h's GraphRunner interface).
   GraphRunner& graph_runner() { return *graph_runner_; }
-  // The phased runner when config.graphs != none (null otherwise).
-  PhasedGraphRunner* phased_graph_runner() { return phased_; }
 
   // Call after each training step (after its backward passes). Per-layer
   // graphs: the first call after a recorded step builds the graphs (Megatron's
@@ -236,7 +240,6 @@ class GPTModel {
   std::unique_ptr<Norm> final_layernorm_;
   std::unique_ptr<ColumnParallelLinear> output_layer_;
   std::unique_ptr<GraphRunner> graph_runner_;
-  PhasedGraphRunner* phased_ = nullptr;
 
   // The decoder stack with recompute and per-layer graphs wrapped around the
   // one layer structure.

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/backend/backend.h"  // GraphMode (the graph interface's modes)
+
 namespace parity {
 
 enum class ModelDType : std::int8_t { fp32, fp64, bf16 };
@@ -18,9 +20,9 @@ enum class ActivationKind : std::int8_t { gelu, swiglu };
 //   full_block   - the first recompute_layers layers each checkpointed, the rest plain;
 //   selective    - the modules in recompute_modules (core_attn, layernorm, mlp).
 enum class RecomputeKind : std::int8_t { none, full_uniform, full_block, selective };
-// Graph phases (docs/graph-phases.md): none, one graph per transformer layer
-// (Megatron's "local" impl, whole-layer capture), or the whole forward/backward.
-enum class GraphMode : std::int8_t { none, per_layer, full_iteration };
+// Graphs (GraphMode, backend.h; docs/graph-phases.md): none, one graph per
+// transformer layer (Megatron's "local" impl, whole-layer capture), or the
+// whole forward/backward.
 
 // The selective-recompute module set.
 struct RecomputeModules {

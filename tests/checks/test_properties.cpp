@@ -22,7 +22,10 @@ CheckRun eager_run(std::string name, int steps = 2, int microbatches = 1) {
       {"decoder.layers.0.residual_contribution", "residual_contribution"},
       {"decoder.layers.0.self_attention.attention_context", "attention_context"},
       {"decoder.layers.0.mlp.mlp_output", "mlp_output"},
-      {"output_layer.output_logits", "output_logits"}};
+      {"output_layer.output_logits", "output_logits"},
+      // The layernorm probes last, so the indices the tests below use stay put.
+      {"decoder.layers.0.input_layernorm.layernorm_output", "layernorm_output"},
+      {"decoder.layers.0.pre_mlp_layernorm.layernorm_output", "layernorm_output"}};
   for (int s = 0; s < steps; ++s) {
     StepData d;
     d.loss = 1.5 - s;
@@ -67,6 +70,16 @@ TEST(Properties, AMissingOrWarmupObservationFailsExactlyOnce) {
 
 // `a`'s eager trace as per-layer graphs leave it: sites inside the graphed layer
 // only on step 0 (phase record), silent on the replay steps.
+// The four sites inside a graphed layer, notified between steps in `phase`.
+void push_inside_sites(std::vector<Observation>& trace, const char* phase) {
+  for (const auto& [site, kind] : std::vector<std::pair<std::string, std::string>>{
+           {"decoder.layers.0.input_layernorm.layernorm_output", "layernorm_output"},
+           {"decoder.layers.0.self_attention.attention_context", "attention_context"},
+           {"decoder.layers.0.pre_mlp_layernorm.layernorm_output", "layernorm_output"},
+           {"decoder.layers.0.mlp.mlp_output", "mlp_output"}})
+    trace.push_back({0, -1, -1, phase, site, kind, "0x0"});
+}
+
 std::vector<Observation> record_step_trace(const CheckRun& a) {
   std::vector<Observation> trace;
   for (Observation o : a.ranks[0].trace) {
@@ -84,8 +97,7 @@ TEST(Properties, PerLayerGraphsExpectInsideSitesOnlyOnTheRecordStep) {
   a.config.graph_warmup = 1;
   std::vector<Observation> trace = record_step_trace(a);
   for (const char* phase : {"warmup", "capture"}) {
-    trace.push_back({0, -1, -1, phase, "decoder.layers.0.self_attention.attention_context", "attention_context", "0x0"});
-    trace.push_back({0, -1, -1, phase, "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+    push_inside_sites(trace, phase);
   }
   a.ranks[0].trace = trace;
   EXPECT_EQ(check_exactly_once({&a}).status, Status::pass) << check_exactly_once({&a}).reason;
@@ -222,8 +234,7 @@ TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
   a.config.graphs = GraphOption::per_layer;
   a.config.graph_warmup = 0;
   std::vector<Observation> trace = record_step_trace(a);
-  trace.push_back({0, -1, -1, "capture", "decoder.layers.0.self_attention.attention_context", "attention_context", "0x0"});
-  trace.push_back({0, -1, -1, "capture", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  push_inside_sites(trace, "capture");
   a.ranks[0].trace = trace;
   EXPECT_EQ(check_exactly_once({&a, &c}).status, Status::pass) << check_exactly_once({&a, &c}).reason;
   a.ranks[0].trace[0].grad_mode = true;

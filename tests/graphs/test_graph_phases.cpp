@@ -13,6 +13,7 @@
 #include "harness/observation/execution_point.h"
 #include "harness/model/gpt_model.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/graphs/graph_runner.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -116,7 +117,8 @@ GraphRun drive(const ModelConfig& c, int steps, int microbatches, bool interleav
     ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
     model.end_step();
   }
-  if (model.phased_graph_runner() != nullptr) run.regions = model.phased_graph_runner()->regions();
+  if (auto* phased = dynamic_cast<PhasedGraphRunner*>(&model.graph_runner()))
+    run.regions = phased->regions();
   return run;
 }
 

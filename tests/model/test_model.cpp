@@ -484,3 +484,32 @@ TEST(ModelDropout, MasksAreReproducibleFromTheTrackerState) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+// Device placement (issue 9): parameters, positions and inputs are made on the
+// CPU from (seed, name) / (seed, microbatch) and placed on the backend's device.
+TEST(ModelDevicePlacement, ParametersPositionsAndInputsLiveOnTheBackendsDevice) {
+  auto backend = make_backend("reference");
+  const ModelConfig c = tiny_config();
+  GPTModel model(c, *backend, ParallelContext::single());
+  EXPECT_EQ(model.device(), backend->device());
+  ASSERT_FALSE(model.parameters().empty());
+  for (const Parameter& p : model.parameters()) {
+    EXPECT_EQ(p.value.device(), backend->device()) << p.name;
+    EXPECT_TRUE(p.value.requires_grad()) << p.name;
+    EXPECT_TRUE(p.value.is_leaf()) << p.name;
+  }
+  // The values are the CPU ones: (seed, name) alone decides them.
+  const Parameter& w = model.parameters().front();
+  const at::Tensor cpu = full_parameter(c.seed, w.name, w.value.sizes().vec(), InitKind::normal,
+                                        c.init_std, to_scalar_type(c.dtype));
+  EXPECT_TRUE(at::equal(w.value.detach().cpu(), cpu)) << w.name;
+  EXPECT_EQ(model.local_positions().device(), backend->device());
+  const MicrobatchData d = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
+  EXPECT_EQ(model.slice_sequence(d.tokens).device(), backend->device());
+}
+
+}  // namespace
+}  // namespace parity

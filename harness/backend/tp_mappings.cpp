@@ -1,4 +1,4 @@
-#include "harness/model/tp_mappings.h"
+#include "harness/backend/tp_mappings.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>

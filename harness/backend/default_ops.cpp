@@ -1,0 +1,55 @@
+// The default compositions of Backend's coarser ops: today's ATen pieces and
+// Megatron's mappings, moved here unchanged from the model (so the reference,
+// which keeps the defaults, computes bit for bit what it did before).
+#include <ATen/ATen.h>
+
+#include "harness/backend/backend.h"
+#include "harness/backend/tp_mappings.h"
+#include "harness/parallel/communicator.h"
+
+namespace parity {
+
+at::Tensor Backend::vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& weight,
+                                             std::int64_t vocab_start, Communicator* tp) const {
+  const std::int64_t rows = weight.size(0);
+  at::Tensor outside = (ids < vocab_start).logical_or(ids >= vocab_start + rows);
+  at::Tensor local_ids = (ids - vocab_start).masked_fill(outside, 0);
+  at::Tensor words = embedding(local_ids, weight).masked_fill(outside.unsqueeze(-1), 0);
+  return reduce_from_tensor_parallel_region(words, tp);
+}
+
+at::Tensor Backend::vocab_parallel_cross_entropy(const at::Tensor& logits,
+                                                 const at::Tensor& labels,
+                                                 std::int64_t vocab_start,
+                                                 Communicator* tp) const {
+  // Composed from differentiable pieces: the max is a detached constant (it
+  // cancels), the target logit and the sum of exponentials are all-reduced
+  // over TP with an identity backward.
+  const at::ScalarType ct = logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor z = logits.to(ct);
+  at::Tensor max = std::get<0>(z.detach().max(-1, /*keepdim=*/true));
+  if (tp != nullptr && tp->size() > 1) max = tp->all_reduce(max.contiguous(), ReduceOp::max);
+  at::Tensor shifted = z - max;
+  const std::int64_t rows = z.size(-1);
+  at::Tensor outside = (labels < vocab_start).logical_or(labels >= vocab_start + rows);
+  at::Tensor local = (labels - vocab_start).masked_fill(outside, 0);
+  at::Tensor target = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0);
+  target = reduce_from_tensor_parallel_region(target, tp);
+  at::Tensor sum_exp = reduce_from_tensor_parallel_region(shifted.exp().sum(-1), tp);
+  return sum_exp.log() - target;
+}
+
+std::vector<at::Tensor> Backend::split_qkv(const at::Tensor& mixed, std::int64_t head_dim) const {
+  const std::int64_t s = mixed.size(0), b = mixed.size(1);
+  const std::int64_t np_local = mixed.size(2) / (3 * head_dim);
+  return mixed.view({s, b, np_local, 3 * head_dim}).split(head_dim, -1);
+}
+
+std::vector<at::Tensor> Backend::gather_context_parallel_kv(const at::Tensor& k,
+                                                            const at::Tensor& v,
+                                                            Communicator& cp) const {
+  return {gather_from_sequence_parallel_region(k, &cp),
+          gather_from_sequence_parallel_region(v, &cp)};
+}
+
+}  // namespace parity

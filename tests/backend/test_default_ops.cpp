@@ -1,0 +1,47 @@
+// Backend's coarser ops keep today's composition by default (default_ops.cpp):
+// on one rank they equal the plain pieces they replace.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "harness/backend/registry.h"
+
+namespace parity {
+namespace {
+
+TEST(BackendDefaultOps, SplitQkvFollowsMegatronsPerHeadLayout) {
+  auto backend = make_backend("reference");
+  const std::int64_t s = 3, b = 2, np = 2, hn = 4;
+  const at::Tensor mixed = at::arange(s * b * np * 3 * hn, at::kDouble).view({s, b, np * 3 * hn});
+  const std::vector<at::Tensor> qkv = backend->split_qkv(mixed, hn);
+  ASSERT_EQ(qkv.size(), 3u);
+  const at::Tensor heads = mixed.view({s, b, np, 3 * hn});
+  for (std::int64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(qkv[static_cast<size_t>(i)].sizes(), (std::vector<std::int64_t>{s, b, np, hn}));
+    EXPECT_TRUE(at::equal(qkv[static_cast<size_t>(i)], heads.slice(-1, i * hn, (i + 1) * hn)));
+  }
+}
+
+TEST(BackendDefaultOps, VocabParallelEmbeddingZeroesIdsOutsideThisRanksRows) {
+  auto backend = make_backend("reference");
+  const at::Tensor weight = at::arange(4 * 3, at::kDouble).view({4, 3}) + 1;  // rows 10..13
+  const at::Tensor ids = at::tensor({9, 10, 13, 14}, at::kLong).view({2, 2});
+  const at::Tensor out = backend->vocab_parallel_embedding(ids, weight, 10, nullptr);
+  ASSERT_EQ(out.sizes(), (std::vector<std::int64_t>{2, 2, 3}));
+  EXPECT_TRUE(at::equal(out[0][0], at::zeros({3}, at::kDouble)));
+  EXPECT_TRUE(at::equal(out[0][1], weight[0]));
+  EXPECT_TRUE(at::equal(out[1][0], weight[3]));
+  EXPECT_TRUE(at::equal(out[1][1], at::zeros({3}, at::kDouble)));
+}
+
+TEST(BackendDefaultOps, CrossEntropyOnFullLogitsIsLogSoftmaxsNegativeTarget) {
+  auto backend = make_backend("reference");
+  const at::Tensor logits = at::linspace(-2.0, 3.0, 2 * 3 * 5, at::kDouble).view({2, 3, 5});
+  const at::Tensor labels = at::tensor({0, 4, 2, 1, 3, 0}, at::kLong).view({2, 3});
+  const at::Tensor loss = backend->vocab_parallel_cross_entropy(logits, labels, 0, nullptr);
+  const at::Tensor expect =
+      -at::log_softmax(logits, -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1);
+  EXPECT_TRUE(at::allclose(loss, expect, 1e-12, 1e-12));
+}
+
+}  // namespace
+}  // namespace parity
