@@ -5,11 +5,6 @@
 
 namespace parity {
 
-namespace detail {
-thread_local std::uint32_t t_active_code_path_faults = 0;
-thread_local const void* t_code_path_fault_owner = nullptr;
-}
-
 namespace {
 using F = CodePathFault;
 

@@ -60,10 +60,12 @@ constexpr std::uint32_t code_path_fault_bit(CodePathFault fault) {
 }
 
 namespace detail {
-extern thread_local std::uint32_t t_active_code_path_faults;
+// Inline and constant-initialized: every TU reads the thread-local slot directly
+// (no TLS wrapper call; UBSan flagged the extern form's wrapper as a null load).
+inline thread_local std::uint32_t t_active_code_path_faults = 0;
 // The innermost live CodePathFaultScope: a scope destroyed while a later one is
 // alive aborts with a message instead of restoring a stale set.
-extern thread_local const void* t_code_path_fault_owner;
+inline thread_local const void* t_code_path_fault_owner = nullptr;
 }
 
 // Whether `fault` is switched on for this thread. Inline: the check sits in
