@@ -28,7 +28,10 @@ class DimwiseMetric final : public Metric {
       p.value = at::zeros({0}, at::TensorOptions().dtype(dtype));
       return p;
     }
-    const at::Tensor fx = elementwise(x.to(dtype));
+    // Contiguous first: a reduction over a strided view sums in another order, so the
+    // same values in another layout (a replayed graph's static buffer, say) would
+    // differ in the last bit from an eager run's (found by the graph_replay property).
+    const at::Tensor fx = elementwise(x.to(dtype).contiguous());
     if (const FlatShard* flat = flat_shard(input.placements)) {
       if (x.numel() != flat->end - flat->start)
         fail(input, "holds " + std::to_string(x.numel()) + " elements but its FlatShard interval " +

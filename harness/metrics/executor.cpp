@@ -8,6 +8,25 @@
 #include "harness/parallel/process_groups.h"
 
 namespace parity {
+namespace {
+
+// A metric's value must not depend on what shares its collective: Gloo's ring
+// all-reduce sums each chunk of a buffer starting at another rank, so the same
+// partial sums batched with other metrics (a step where an inside-region probe is
+// silent, say a graph replay) would round differently in the last bit (found by
+// the graph_replay property). Sums are therefore gathered and added in rank
+// order, which fixes every element's order whatever the batch; max and min are
+// exact in any order. Metric partials are a few numbers, so the gather is cheap.
+at::Tensor reduce(Communicator& comm, const at::Tensor& value, ReduceOp op) {
+  if (op != ReduceOp::sum) return comm.all_reduce(value, op);
+  const at::Tensor all = comm.all_gather(value.unsqueeze(0), 0);
+  at::Tensor sum = all[0].clone();
+  for (std::int64_t r = 1; r < all.size(0); ++r) sum.add_(all[r]);
+  return sum;
+}
+
+}  // namespace
+
 
 namespace {
 
@@ -87,12 +106,12 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
       std::vector<at::Tensor> out;
       if (values.size() == 1) {
         out.push_back(key.kind == CollectiveKind::all_reduce
-                          ? comm.all_reduce(values[0], key.op)
+                          ? reduce(comm, values[0], key.op)
                           : comm.all_gather(values[0], key.dim));
       } else {
         const at::Tensor stacked = at::stack(values);
         const at::Tensor result = key.kind == CollectiveKind::all_reduce
-                                      ? comm.all_reduce(stacked, key.op)
+                                      ? reduce(comm, stacked, key.op)
                                       : comm.all_gather(stacked, key.dim + 1);
         out = result.unbind(0);
       }

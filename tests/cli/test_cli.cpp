@@ -133,9 +133,6 @@ TEST(CommandLine, ExitCodes) {
   EXPECT_NE(err.str().find("rank 1 (tp=1, cp=0, dp=0) threw: injected fault: throw-rank=1"),
             std::string::npos)
       << err.str();
-  // The mutants runner lives in parity_scenarios; only the parity binary installs it.
-  EXPECT_EQ(run({"mutants"}), kExitBadInput);
-  EXPECT_NE(err.str().find("not available in this program"), std::string::npos) << err.str();
   EXPECT_EQ(run({"mutants", "--fault", "boom"}), kExitBadInput);
   EXPECT_NE(err.str().find("--fault boom: not a code-path fault"), std::string::npos) << err.str();
   EXPECT_EQ(run({"check", "--help"}), kExitOk);
