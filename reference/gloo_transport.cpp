@@ -164,6 +164,7 @@ class GlooTransport final : public CollectiveTransport {
 };
 
 const bool kRegistered = [] {
+  compat::disable_flight_recorder_unless_set();  // before any ProcessGroupGloo exists
   register_transport_factory("gloo", [] { return std::make_unique<GlooTransportFactory>(); });
   return true;
 }();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 
 #define PARITY_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||         \
@@ -37,5 +38,21 @@ TCPStoreOptionsT tcp_store_options(unsigned short port, int world_size, bool is_
   o.waitWorkers = false;  // ranks wait for each other in the store, with the timeout
   o.timeout = timeout;
   return o;
+}
+}  // namespace parity::compat
+
+namespace parity::compat {
+// LibTorch 2.x records every c10d collective in a process-wide FlightRecorder
+// (on by default, TORCH_FR_BUFFER_SIZE 2000). Its record path inserts into a map
+// before taking its mutex, so several process groups recording from several
+// threads at once - parity's thread ranks, 16 ranks x 4 groups in one process -
+// corrupt it (a SIGSEGV in std::_Rb_tree_insert_and_rebalance under
+// FlightRecorder::recordWithResetEnabled, seen with torch 2.11 on the GPU machine).
+// parity keeps its own collective fingerprints, so the recorder is switched off
+// before the first process group exists, unless the user set it. 1.13 has none.
+inline void disable_flight_recorder_unless_set() {
+#if PARITY_TORCH_AT_LEAST(2, 0)
+  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
+#endif
 }
 }  // namespace parity::compat
