@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/config/run_config.h"
 #include "harness/config/launch_mapping.h"
+#include "harness/config/run_config.h"
 #include "harness/driver/training_step.h"
 
 namespace {

@@ -7,9 +7,9 @@
 #include <limits>
 #include <optional>
 
+#include "harness/faults/code_path_faults.h"
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
-#include "harness/faults/code_path_faults.h"
 
 namespace parity::reference {
 namespace {

@@ -155,8 +155,8 @@ MutantsOutcome run_mutants(const MutantsOptions& o, std::ostream& out, std::ostr
     if (wanted) faults.push_back(&f);
   }
   out << "parity mutants: " << faults.size() << " fault(s), up to " << o.cases
-      << " generated scenario(s) each, seed " << o.seed << ", shrinking up to "
-      << o.shrink_steps << " candidate(s)" << std::endl;
+      << " generated scenario(s) each, seed " << o.seed << ", shrinking up to " << o.shrink_steps
+      << " candidate(s)" << std::endl;
   std::vector<Row> rows;
   for (const CodePathFaultInfo* f : faults) {
     rows.push_back(hunt(*f, o));

@@ -18,9 +18,9 @@ struct MutantsOptions {
 
 // How a hunt ended; the CLI maps it to the exit code (docs/cli.md).
 enum class MutantsOutcome {
-  all_caught,          // exit 0
-  some_missed,         // exit 1: a fault no property caught
-  report_unwritable,   // exit 2: every fault caught, but --report could not be written
+  all_caught,         // exit 0
+  some_missed,        // exit 1: a fault no property caught
+  report_unwritable,  // exit 2: every fault caught, but --report could not be written
 };
 
 // For each fault: generated scenarios (gen_scenario) with the fault injected,

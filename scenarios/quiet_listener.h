@@ -25,15 +25,15 @@ struct QuietSearch {
   std::string message;  // rapidcheck's result text: the shrunk case, the reproduce string
 };
 template <typename Property>
-QuietSearch search_quietly(const std::string& id, Property&& property,
-                           const rc::detail::TestParams& params = rc::detail::configuration().testParams) {
+QuietSearch search_quietly(
+    const std::string& id, Property&& property,
+    const rc::detail::TestParams& params = rc::detail::configuration().testParams) {
   rc::detail::TestMetadata metadata;
   metadata.id = id;
   metadata.description = id;
   QuietListener listener;
-  const rc::detail::TestResult result =
-      rc::detail::checkProperty(rc::detail::toProperty(std::forward<Property>(property)), metadata,
-                                params, listener);
+  const rc::detail::TestResult result = rc::detail::checkProperty(
+      rc::detail::toProperty(std::forward<Property>(property)), metadata, params, listener);
   std::ostringstream message;
   rc::detail::printResultMessage(result, message);
   return {result.template is<rc::detail::FailureResult>(), message.str()};

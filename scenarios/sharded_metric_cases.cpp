@@ -3,17 +3,17 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <ostream>
 
+#include "harness/config/launch_mapping.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
-#include "harness/config/launch_mapping.h"
 
 namespace parity::scenarios {
 
@@ -103,18 +103,24 @@ const ShardedMetricCase* g_case = nullptr;
 // that would change every statistic if they were counted.
 at::Tensor hold(const at::Tensor& x, const AxisCase& a, std::int64_t dim, int index) {
   switch (a.holding) {
-    case AxisHolding::shard: return piece(x, dim, a.split, index);
-    case AxisHolding::replica: return x;
-    case AxisHolding::owned: return index == a.owner ? x : at::full_like(x, 1e6);
+    case AxisHolding::shard:
+      return piece(x, dim, a.split, index);
+    case AxisHolding::replica:
+      return x;
+    case AxisHolding::owned:
+      return index == a.owner ? x : at::full_like(x, 1e6);
   }
   return x;
 }
 
 Placement placement_of(const AxisCase& a, std::int64_t dim) {
   switch (a.holding) {
-    case AxisHolding::shard: return Shard{dim};
-    case AxisHolding::replica: return Replica{};
-    case AxisHolding::owned: return Owned{a.owner};
+    case AxisHolding::shard:
+      return Shard{dim};
+    case AxisHolding::replica:
+      return Replica{};
+    case AxisHolding::owned:
+      return Owned{a.owner};
   }
   return Replica{};
 }
@@ -171,9 +177,12 @@ const std::vector<std::string>& sharded_case_statistics() {
 
 std::string_view to_string(AxisHolding holding) {
   switch (holding) {
-    case AxisHolding::shard: return "Shard";
-    case AxisHolding::replica: return "Replica";
-    case AxisHolding::owned: return "Owned";
+    case AxisHolding::shard:
+      return "Shard";
+    case AxisHolding::replica:
+      return "Replica";
+    case AxisHolding::owned:
+      return "Owned";
   }
   return "?";
 }
@@ -183,7 +192,8 @@ const AxisCase& ShardedMetricCase::axis(Axis a) const {
 }
 
 nlohmann::json to_json(const ShardedMetricCase& c) {
-  nlohmann::json j = {{"tp", c.tp}, {"cp", c.cp}, {"dp", c.dp}, {"shape", {c.seq, c.batch, c.hidden}}};
+  nlohmann::json j = {
+      {"tp", c.tp}, {"cp", c.cp}, {"dp", c.dp}, {"shape", {c.seq, c.batch, c.hidden}}};
   const std::pair<Axis, int> dims[] = {{Axis::tp, c.tp_dim}, {Axis::cp, 0}, {Axis::dp, 1}};
   for (const auto& [axis, dim] : dims) {
     const AxisCase& a = c.axis(axis);
@@ -194,8 +204,12 @@ nlohmann::json to_json(const ShardedMetricCase& c) {
         j[name + "-placement"] = "Shard(" + std::to_string(dim) + ")";
         j[name + "-split"] = a.split;
         break;
-      case AxisHolding::replica: j[name + "-placement"] = "Replica"; break;
-      case AxisHolding::owned: j[name + "-placement"] = "Owned(" + std::to_string(a.owner) + ")"; break;
+      case AxisHolding::replica:
+        j[name + "-placement"] = "Replica";
+        break;
+      case AxisHolding::owned:
+        j[name + "-placement"] = "Owned(" + std::to_string(a.owner) + ")";
+        break;
     }
   }
   j["microbatches"] = c.microbatches;
@@ -215,7 +229,10 @@ AxisCase pick_axis(int size, std::int64_t n, std::optional<AxisHolding> forced) 
   AxisCase a;
   if (size == 1) return a;
   const std::int64_t r = below(4);
-  a.holding = forced ? *forced : r < 2 ? AxisHolding::shard : r == 2 ? AxisHolding::replica : AxisHolding::owned;
+  a.holding = forced   ? *forced
+              : r < 2  ? AxisHolding::shard
+              : r == 2 ? AxisHolding::replica
+                       : AxisHolding::owned;
   if (a.holding == AxisHolding::shard) a.split = uneven_split(n, size);
   if (a.holding == AxisHolding::owned) a.owner = static_cast<int>(below(size));
   return a;

@@ -204,8 +204,7 @@ class Backend {
   // vocab_start (0 and tp null for gathered logits).
   virtual at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits,
                                                   const at::Tensor& labels,
-                                                  std::int64_t vocab_start,
-                                                  Communicator* tp) const;
+                                                  std::int64_t vocab_start, Communicator* tp) const;
   // The QKV split of Megatron's per-head [q k v] layout: mixed
   // [s, b, np * 3 * hn] -> q, k, v, each [s, b, np, hn].
   virtual std::vector<at::Tensor> split_qkv(const at::Tensor& mixed, std::int64_t head_dim) const;

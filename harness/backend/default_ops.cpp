@@ -18,10 +18,8 @@ at::Tensor Backend::vocab_parallel_embedding(const at::Tensor& ids, const at::Te
   return reduce_from_tensor_parallel_region(words, tp);
 }
 
-at::Tensor Backend::vocab_parallel_cross_entropy(const at::Tensor& logits,
-                                                 const at::Tensor& labels,
-                                                 std::int64_t vocab_start,
-                                                 Communicator* tp) const {
+at::Tensor Backend::vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
+                                                 std::int64_t vocab_start, Communicator* tp) const {
   // Composed from differentiable pieces: the max is a detached constant (it
   // cancels), the target logit and the sum of exponentials are all-reduced
   // over TP with an identity backward.

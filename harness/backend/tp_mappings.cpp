@@ -20,8 +20,8 @@ Communicator& from_ctx(AutogradContext* ctx) {
 std::int64_t last_dim(const at::Tensor& t) { return t.dim() - 1; }
 
 at::Tensor keep_chunk(const at::Tensor& x, Communicator& c, std::int64_t dim) {
-  TORCH_CHECK(x.size(dim) % c.size() == 0, "tensor-parallel split: size ", x.size(dim),
-              " of dim ", dim, " is not divisible by the group size ", c.size());
+  TORCH_CHECK(x.size(dim) % c.size() == 0, "tensor-parallel split: size ", x.size(dim), " of dim ",
+              dim, " is not divisible by the group size ", c.size());
   return x.chunk(c.size(), dim)[c.rank()].contiguous();
 }
 at::Tensor gather(const at::Tensor& x, Communicator& c, std::int64_t dim) {

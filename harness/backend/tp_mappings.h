@@ -4,15 +4,15 @@
 // backward is the adjoint collective. With a null communicator or a group of one
 // every mapping is the identity (no autograd node, no collective).
 //
-// | mapping                                 | forward                  | backward                  |
+// | mapping                                 | forward                  | backward |
 // |-----------------------------------------|--------------------------|---------------------------|
-// | copy_to_tensor_parallel_region          | identity                 | all-reduce                |
-// | reduce_from_tensor_parallel_region      | all-reduce               | identity                  |
-// | scatter_to_tensor_parallel_region       | keep own chunk, last dim | all-gather last dim       |
-// | gather_from_tensor_parallel_region      | all-gather last dim      | keep own chunk, last dim  |
-// | scatter_to_sequence_parallel_region     | keep own chunk, dim 0    | all-gather dim 0          |
-// | gather_from_sequence_parallel_region    | all-gather dim 0         | reduce-scatter dim 0      |
-// | reduce_scatter_to_sequence_parallel_region | reduce-scatter dim 0  | all-gather dim 0          |
+// | copy_to_tensor_parallel_region          | identity                 | all-reduce | |
+// reduce_from_tensor_parallel_region      | all-reduce               | identity                  |
+// | scatter_to_tensor_parallel_region       | keep own chunk, last dim | all-gather last dim | |
+// gather_from_tensor_parallel_region      | all-gather last dim      | keep own chunk, last dim  |
+// | scatter_to_sequence_parallel_region     | keep own chunk, dim 0    | all-gather dim 0 | |
+// gather_from_sequence_parallel_region    | all-gather dim 0         | reduce-scatter dim 0      |
+// | reduce_scatter_to_sequence_parallel_region | reduce-scatter dim 0  | all-gather dim 0 |
 namespace at {
 class Tensor;
 }

@@ -9,8 +9,8 @@
 #include "harness/checks/properties.h"
 #include "harness/checks/report.h"
 #include "harness/checks/scenario.h"
-#include "harness/metrics/collector.h"
 #include "harness/driver/training_step.h"
+#include "harness/metrics/collector.h"
 
 namespace parity::checks {
 
@@ -106,7 +106,8 @@ CheckPlan plan_check(const RunConfig& scenario) {
   return p;
 }
 
-std::string check_header(const RunConfig& scenario, const CheckPlan& plan, const std::string& source) {
+std::string check_header(const RunConfig& scenario, const CheckPlan& plan,
+                         const std::string& source) {
   // (a) may run without metrics (full-iteration graphs) and (c) without the
   // scenario's recompute and graphs: describe the scenario, count what is compared.
   RunConfig shown = scenario;
@@ -116,20 +117,28 @@ std::string check_header(const RunConfig& scenario, const CheckPlan& plan, const
 
 std::string_view to_string(CheckVerdict verdict) {
   switch (verdict) {
-    case CheckVerdict::passed: return "passed";
-    case CheckVerdict::property_failed: return "property failed";
-    case CheckVerdict::bad_report: return "bad report";
-    case CheckVerdict::rank_failure: return "rank failure";
+    case CheckVerdict::passed:
+      return "passed";
+    case CheckVerdict::property_failed:
+      return "property failed";
+    case CheckVerdict::bad_report:
+      return "bad report";
+    case CheckVerdict::rank_failure:
+      return "rank failure";
   }
   return "?";
 }
 
 int exit_code(CheckVerdict verdict) {
   switch (verdict) {
-    case CheckVerdict::passed: return 0;
-    case CheckVerdict::property_failed: return 1;
-    case CheckVerdict::bad_report: return 2;
-    case CheckVerdict::rank_failure: return 3;
+    case CheckVerdict::passed:
+      return 0;
+    case CheckVerdict::property_failed:
+      return 1;
+    case CheckVerdict::bad_report:
+      return 2;
+    case CheckVerdict::rank_failure:
+      return 3;
   }
   return 3;
 }
@@ -193,8 +202,8 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
       // in whichever run collects metrics first: graph_replay's FAIL, not a crash.
       bool aliasing = false;
       for (const RankFailure& f : result.failure->ranks)
-        aliasing = aliasing || metric_failure_in(f.detail) ==
-                                   MetricFailure::prepared_state_aliases_observation;
+        aliasing = aliasing ||
+                   metric_failure_in(f.detail) == MetricFailure::prepared_state_aliases_observation;
       if (aliasing) {
         alias_failure = "prepared metric state aliases an observed tensor: " +
                         one_line(result.failure->text(), 300);
@@ -254,11 +263,13 @@ ExpectationCheck compare_expectations(const std::vector<PropertyResult>& propert
     }
     const bool met = it->second == actual;
     out.ok = out.ok && met;
-    std::string line = "expect " + p.name + " " + it->second + (met ? ": met" : ": not met: it is " + actual);
+    std::string line =
+        "expect " + p.name + " " + it->second + (met ? ": met" : ": not met: it is " + actual);
     // A SKIP compared nothing: say why and how to make it compare.
     if (!met && p.status == Status::skip && !(p.reason.empty() && p.hint.empty())) {
       std::string why = p.reason;
-      if (!p.hint.empty()) why += (why.empty() ? "" : "; ") + std::string("to make it compare: ") + p.hint;
+      if (!p.hint.empty())
+        why += (why.empty() ? "" : "; ") + std::string("to make it compare: ") + p.hint;
       line += " (" + why + ")";
     }
     out.lines.push_back(line);
@@ -313,8 +324,8 @@ CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std
       if (verdict == CheckVerdict::passed) verdict = CheckVerdict::bad_report;
     }
   }
-  out << "\ncheck " << (verdict == CheckVerdict::passed ? "passed" : "FAILED") << ": " << passed << " pass, "
-      << failed << " fail, " << skipped << " skip";
+  out << "\ncheck " << (verdict == CheckVerdict::passed ? "passed" : "FAILED") << ": " << passed
+      << " pass, " << failed << " fail, " << skipped << " skip";
   if (!expect.empty())
     out << "; expectations " << (expectations.ok ? "met" : "NOT met");
   out << "; " << secs(report.wall_seconds) << " s" << std::endl;

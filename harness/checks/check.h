@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "harness/checks/report.h"
-#include "harness/config/run_config.h"
 #include "harness/config/launch_mapping.h"
+#include "harness/config/run_config.h"
 
 namespace parity::checks {
 
@@ -44,7 +44,8 @@ CheckPlan plan_check(const RunConfig& scenario);
 
 // The first line parity check prints: the scenario as given (never one of
 // the runs derived from it), with the number of metrics the check compares.
-std::string check_header(const RunConfig& scenario, const CheckPlan& plan, const std::string& source);
+std::string check_header(const RunConfig& scenario, const CheckPlan& plan,
+                         const std::string& source);
 
 // How a check ended; the CLI maps it to the exit code (exit_code()).
 enum class CheckVerdict {
@@ -96,7 +97,8 @@ ExpectationCheck compare_expectations(const std::vector<PropertyResult>& propert
 // (other than prepared state aliasing an observed tensor, which is
 // graph_replay's FAIL). A SKIP prints how to make the property compare.
 CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
-              std::ostream& err, const LaunchOptions& options = {}, bool* must_exit_now = nullptr,
-              const std::map<std::string, std::string>& expect = {});
+                       std::ostream& err, const LaunchOptions& options = {},
+                       bool* must_exit_now = nullptr,
+                       const std::map<std::string, std::string>& expect = {});
 
 }  // namespace parity::checks

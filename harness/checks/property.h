@@ -19,13 +19,14 @@ struct PropertyResult {
   std::string name;
   Status status = Status::skip;
   std::string compared;  // which runs: "(a) vs (c)"
-  std::string reason;    // FAIL: the first violation; SKIP: why it compared nothing; PASS: a summary
+  std::string reason;  // FAIL: the first violation; SKIP: why it compared nothing; PASS: a summary
   // SKIP only: how to make the property compare ("use --steps 4"); may be empty
   // when no option of the scenario can (e.g. a property that needs a backend).
   std::string hint;
   std::optional<double> max_abs, max_rel;
   std::string worst_site, worst_label;
-  std::string note;  // e.g. "losses bitwise; 24/26 gradients bitwise, the rest within fp32 rel 1e-6"
+  std::string
+      note;  // e.g. "losses bitwise; 24/26 gradients bitwise, the rest within fp32 rel 1e-6"
 };
 
 // One compared metric value (sharded_reduction's per-metric table).

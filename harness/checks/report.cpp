@@ -65,7 +65,8 @@ std::string format_property_table(const std::vector<PropertyResult>& properties)
                   p.worst_label.empty() ? "-" : p.worst_label.c_str());
     out += line;
     if (!p.reason.empty()) out += "    " + std::string(p.status == Status::fail ? "FAIL: " : "") + p.reason + "\n";
-    if (p.status == Status::skip && !p.hint.empty()) out += "    to make it compare: " + p.hint + "\n";
+    if (p.status == Status::skip && !p.hint.empty())
+      out += "    to make it compare: " + p.hint + "\n";
   }
   return out;
 }

@@ -6,9 +6,12 @@ namespace {
 // Precision order, lowest first.
 int rank_of(DType d) {
   switch (d) {
-    case DType::bf16: return 0;
-    case DType::fp32: return 1;
-    case DType::fp64: return 2;
+    case DType::bf16:
+      return 0;
+    case DType::fp32:
+      return 1;
+    case DType::fp64:
+      return 2;
   }
   return 1;
 }
@@ -23,9 +26,18 @@ Tolerances tolerances_for(const RunConfig& config) {
   Tolerances t;
   t.precision = computation_precision(config);
   switch (t.precision) {
-    case DType::fp64: t.gradient = 1e-12; t.metric = 1e-10; break;
-    case DType::fp32: t.gradient = 1e-6; t.metric = 1e-5; break;
-    case DType::bf16: t.gradient = 1e-2; t.metric = 5e-2; break;
+    case DType::fp64:
+      t.gradient = 1e-12;
+      t.metric = 1e-10;
+      break;
+    case DType::fp32:
+      t.gradient = 1e-6;
+      t.metric = 1e-5;
+      break;
+    case DType::bf16:
+      t.gradient = 1e-2;
+      t.metric = 5e-2;
+      break;
   }
   t.basis = std::string(to_string(t.precision));
   if (t.precision != config.dtype)

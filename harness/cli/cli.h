@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/config/run_config.h"
 #include "harness/config/launch_mapping.h"
+#include "harness/config/run_config.h"
 #include "scenarios/mutants.h"
 
 namespace parity::cli {

@@ -16,7 +16,8 @@ int run_check_command(const CommandContext& ctx) {
 int run_repro_command(const CommandContext& ctx) {
   // What the file says about itself (the failing property, its reason, the
   // rapidcheck reproduce string), then the same check.
-  if (!ctx.parsed.about.is_null()) ctx.out << "parity repro: " << ctx.parsed.about.dump() << std::endl;
+  if (!ctx.parsed.about.is_null())
+    ctx.out << "parity repro: " << ctx.parsed.about.dump() << std::endl;
   return run_check_command(ctx);
 }
 

@@ -9,9 +9,12 @@ namespace parity::cli {
 
 int run_mutants_command(const CommandContext& ctx) {
   switch (scenarios::run_mutants(ctx.parsed.mutants, ctx.out, ctx.err)) {
-    case scenarios::MutantsOutcome::all_caught: return kExitOk;
-    case scenarios::MutantsOutcome::some_missed: return kExitPropertyFailed;
-    case scenarios::MutantsOutcome::report_unwritable: return kExitBadInput;
+    case scenarios::MutantsOutcome::all_caught:
+      return kExitOk;
+    case scenarios::MutantsOutcome::some_missed:
+      return kExitPropertyFailed;
+    case scenarios::MutantsOutcome::report_unwritable:
+      return kExitBadInput;
   }
   return kExitBadInput;
 }

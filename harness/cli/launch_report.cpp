@@ -21,8 +21,8 @@ int launch_program(const CommandContext& ctx, const char* program, LaunchResult*
     for (const ConfigViolation& v : e.violations()) ctx.err << format_for_cli(v) << "\n";
     return kExitBadInput;
   } catch (const std::exception& e) {
-    ctx.err << "parity " << ctx.parsed.command << ": could not launch the ranks: " << one_line(e.what())
-            << "\n";
+    ctx.err << "parity " << ctx.parsed.command
+            << ": could not launch the ranks: " << one_line(e.what()) << "\n";
     return kExitRankFailure;
   }
   return -1;
@@ -54,7 +54,8 @@ int write_launch_report(const CommandContext& ctx, const LaunchResult& result, i
   try {
     files::write_atomically(config.report, report.dump(2) + "\n");
   } catch (const std::exception& e) {
-    ctx.err << "parity " << ctx.parsed.command << ": --report " << config.report << ": " << e.what() << "\n";
+    ctx.err << "parity " << ctx.parsed.command << ": --report " << config.report << ": " << e.what()
+            << "\n";
     if (code == kExitOk) code = kExitBadInput;
   }
   return code;

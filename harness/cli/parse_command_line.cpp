@@ -48,7 +48,8 @@ void add_mutants_options(CLI::App* sub, MutantsOptions& m) {
       ->check(rule("SEED", non_negative_integer, "must be a non-negative integer"));
   sub->add_option("--shrink-steps", m.shrink_steps,
                   "stop shrinking a counterexample after this many candidates")
-      ->check(rule("STEPS", non_negative_integer, "must be a non-negative integer (0: no shrinking)"));
+      ->check(
+          rule("STEPS", non_negative_integer, "must be a non-negative integer (0: no shrinking)"));
   sub->add_option("--report", m.report, "write the table as JSON to FILE");
 }
 
@@ -109,7 +110,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
                         "scenario file: a JSON object with the run options' keys (docs/cli.md); "
                         "flags override its values; without it, the embedded default (whose "
                         "values the flag defaults show)");
-        sub->add_flag("--self-check", self_check, "run the runtime self-check instead (= selfcheck)");
+        sub->add_flag("--self-check", self_check,
+                      "run the runtime self-check instead (= selfcheck)");
       }
     }
     subs.push_back(sub);
@@ -125,8 +127,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
       names += (names.empty() ? "" : ", ") + c.name;
     }
     if (!known) {
-      parsed.errors.push_back("parity: unknown command \"" + std::string(argv[1]) + "\" (known: " +
-                              names + "; see parity --help)");
+      parsed.errors.push_back("parity: unknown command \"" + std::string(argv[1]) +
+                              "\" (known: " + names + "; see parity --help)");
       return parsed;
     }
   }
@@ -147,7 +149,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   if (parsed.command == "mutants") {
     for (const std::string& f : parsed.mutants.faults)
       if (!parse_code_path_fault(f))
-        parsed.errors.push_back("--fault " + f + ": not a code-path fault (parity --help lists them)");
+        parsed.errors.push_back("--fault " + f +
+                                ": not a code-path fault (parity --help lists them)");
     return parsed;
   }
   if (parsed.command == "check" && self_check) parsed.command = "selfcheck";
@@ -174,12 +177,14 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
                           ConfigViolation::Kind::text});
   // check simulates full-iteration graphs with metrics off in (a) (they are
   // collected in the eager references), so the metrics rule does not apply.
-  for (ConfigViolation& v : check_like ? checks::validate_check_scenario(c) : validate_run_config(c))
+  for (ConfigViolation& v :
+       check_like ? checks::validate_check_scenario(c) : validate_run_config(c))
     violations.push_back(std::move(v));
   if (c.launch == LaunchMode::env && !check_like)
     for (ConfigViolation& v : read_env_rank(c, nullptr, options.getenv))
       violations.push_back(std::move(v));
-  for (const ConfigViolation& v : violations) parsed.errors.push_back(describe_violation(v, sources, c));
+  for (const ConfigViolation& v : violations)
+    parsed.errors.push_back(describe_violation(v, sources, c));
   parsed.config = c;
   return parsed;
 }

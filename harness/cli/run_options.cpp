@@ -9,11 +9,14 @@ namespace {
 
 ConfigViolation::Kind kind_of(const RunConfigField& f) {
   switch (f.type) {
-    case FieldType::flag: return ConfigViolation::Kind::flag;
+    case FieldType::flag:
+      return ConfigViolation::Kind::flag;
     case FieldType::text:
     case FieldType::choice:
-    case FieldType::text_list: return ConfigViolation::Kind::text;
-    default: return ConfigViolation::Kind::number;
+    case FieldType::text_list:
+      return ConfigViolation::Kind::text;
+    default:
+      return ConfigViolation::Kind::number;
   }
 }
 
@@ -52,8 +55,10 @@ void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& sh
         break;
       case FieldType::text_list:
         o = app->add_option("--" + key, values.lists[i], help);
-        if (f.comma_separated) o->delimiter(',');
-        else o->allow_extra_args(false);
+        if (f.comma_separated)
+          o->delimiter(',');
+        else
+          o->allow_extra_args(false);
         if (!value.empty()) o->default_str(field_value_text(value));
         break;
       default:
@@ -78,8 +83,9 @@ nlohmann::json given_run_options(const RunOptionValues& values,
       given[key] = values.flags[i];
       continue;
     }
-    const std::vector<std::string> texts =
-        f.type == FieldType::text_list ? values.lists[i] : std::vector<std::string>{values.texts[i]};
+    const std::vector<std::string> texts = f.type == FieldType::text_list
+                                               ? values.lists[i]
+                                               : std::vector<std::string>{values.texts[i]};
     if (f.type == FieldType::choice && !is_choice(f, texts.back())) {
       violations->push_back({key, texts.back(), "must be one of " + f.choices(), kind_of(f)});
       continue;

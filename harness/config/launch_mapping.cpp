@@ -30,7 +30,8 @@ std::vector<ConfigViolation> to_violations(const std::vector<LaunchProblem>& pro
   return out;
 }
 
-LaunchResult launch(const RunConfig& config, const std::string& program, const LaunchOptions& options) {
+LaunchResult launch(const RunConfig& config, const std::string& program,
+                    const LaunchOptions& options) {
   try {
     return launch(launch_spec_from(config, options), program, to_json(config));
   } catch (const LaunchSpecError& e) {
@@ -38,7 +39,8 @@ LaunchResult launch(const RunConfig& config, const std::string& program, const L
   }
 }
 
-std::vector<ConfigViolation> validate_faults(const std::vector<std::string>& specs, int world_size) {
+std::vector<ConfigViolation> validate_faults(const std::vector<std::string>& specs,
+                                             int world_size) {
   return to_violations(fault_spec_problems(specs, world_size));
 }
 

@@ -67,7 +67,7 @@ struct RunConfig {
   int dp = 1;
   bool sp = false;                         // sequence parallelism (needs tp > 1)
   LaunchMode launch = LaunchMode::threads;
-  std::string backend = "reference";       // a registered backend (harness/backend/registry.h)
+  std::string backend = "reference";  // a registered backend (harness/backend/registry.h)
   std::uint64_t seed = 1234;
   double timeout = 60.0;                   // seconds: no-progress limit and Gloo timeout
   std::string report;                      // JSON report path; "" = none

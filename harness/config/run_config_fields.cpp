@@ -13,7 +13,8 @@ namespace {
 constexpr std::string_view kRuntime = "Parallel layout and runtime";
 constexpr std::string_view kModel = "Model";
 
-[[noreturn]] void type_error(std::string_view key, const nlohmann::json& v, const std::string& expected) {
+[[noreturn]] void type_error(std::string_view key, const nlohmann::json& v,
+                             const std::string& expected) {
   throw ConfigParseError("\"" + std::string(key) + "\" = " + v.dump() + ": expected " + expected);
 }
 
@@ -28,10 +29,12 @@ RunConfigField make(std::string_view key, FieldType type, std::string_view group
   return f;
 }
 
-NumericRange at_least(double lo, std::string_view rule) { NumericRange r;
+NumericRange at_least(double lo, std::string_view rule) {
+  NumericRange r;
   r.lo = lo;
   r.rule = rule;
-  return r; }
+  return r;
+}
 
 RunConfigField integer(std::string_view key, int RunConfig::*m, std::string_view group,
                        std::string_view help, NumericRange range) {
@@ -39,10 +42,11 @@ RunConfigField integer(std::string_view key, int RunConfig::*m, std::string_view
   f.get = [m](const RunConfig& c) { return nlohmann::json(c.*m); };
   f.set = [m, key](RunConfig& c, const nlohmann::json& v) {
     if (!v.is_number_integer()) type_error(key, v, "an integer");
-    const bool fits = v.is_number_unsigned()
-                          ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<int>::max())
-                          : v.get<std::int64_t>() >= std::numeric_limits<int>::min() &&
-                                v.get<std::int64_t>() <= std::numeric_limits<int>::max();
+    const bool fits =
+        v.is_number_unsigned()
+            ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<int>::max())
+            : v.get<std::int64_t>() >= std::numeric_limits<int>::min() &&
+                  v.get<std::int64_t>() <= std::numeric_limits<int>::max();
     if (!fits) type_error(key, v, "an integer that fits in 32 bits");
     c.*m = static_cast<int>(v.get<std::int64_t>());
   };
@@ -142,35 +146,39 @@ std::vector<RunConfigField> make_fields() {
                    "the backend that runs the model and its collectives (a registered name; "
                    "reference: LibTorch on CPU)"));
   f.push_back(seed_field());
-  f.push_back(real("timeout", &RunConfig::timeout, kRuntime,
-                   "seconds without progress before a rank counts as hung; also the Gloo and "
-                   "store timeout",
-                   NumericRange{0, true, 24 * 3600.0, false, "must be > 0 and at most 86400 seconds"}));
+  f.push_back(
+      real("timeout", &RunConfig::timeout, kRuntime,
+           "seconds without progress before a rank counts as hung; also the Gloo and "
+           "store timeout",
+           NumericRange{0, true, 24 * 3600.0, false, "must be > 0 and at most 86400 seconds"}));
   f.push_back(text("report", &RunConfig::report, kRuntime,
                    "write a JSON report to FILE (atomically; its folder must exist)"));
   f.push_back(list("inject", &RunConfig::inject, kRuntime,
                    "inject a fault, repeatable (parity --help lists them)", false,
                    "an array of strings"));
-  f.push_back(flag("check-collectives", &RunConfig::check_collectives, kRuntime,
-                   "compare (op, dtype, shape, sequence) across each group before every collective"));
+  f.push_back(
+      flag("check-collectives", &RunConfig::check_collectives, kRuntime,
+           "compare (op, dtype, shape, sequence) across each group before every collective"));
   // Model (issue 3).
   f.push_back(integer("hidden", &RunConfig::hidden, kModel, "hidden size", positive));
   f.push_back(integer("heads", &RunConfig::heads, kModel, "attention heads", positive));
   f.push_back(integer("ffn-hidden", &RunConfig::ffn_hidden, kModel, "MLP hidden size", positive));
   f.push_back(integer("layers", &RunConfig::layers, kModel, "transformer layers", positive));
   f.push_back(integer("seq", &RunConfig::seq, kModel, "sequence length", positive));
-  f.push_back(integer("micro-batch", &RunConfig::micro_batch, kModel, "micro-batch size", positive));
+  f.push_back(
+      integer("micro-batch", &RunConfig::micro_batch, kModel, "micro-batch size", positive));
   f.push_back(integer("microbatches", &RunConfig::microbatches, kModel,
                       "microbatches per step per DP rank", positive));
   f.push_back(integer("steps", &RunConfig::steps, kModel, "training steps", positive));
   f.push_back(integer("vocab", &RunConfig::vocab, kModel, "vocabulary size", positive));
   f.push_back(choice("dtype", &RunConfig::dtype, kModel, "fp32, fp64 (exact checks) or bf16",
                      known_dtypes, parse_dtype));
-  f.push_back(flag("fp32-residual", &RunConfig::fp32_residual, kModel,
-                   "keep the residual stream in fp32"));
+  f.push_back(
+      flag("fp32-residual", &RunConfig::fp32_residual, kModel, "keep the residual stream in fp32"));
   f.push_back(real("dropout", &RunConfig::dropout, kModel, "dropout probability in [0, 1)",
                    NumericRange{0, false, 1, true, "must be in [0, 1)"}));
-  f.push_back(choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm", known_norms, parse_norm));
+  f.push_back(
+      choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm", known_norms, parse_norm));
   f.push_back(choice("activation", &RunConfig::activation, kModel, "gelu or swiglu",
                      known_activations, parse_activation));
   f.push_back(text("recompute", &RunConfig::recompute, kModel,
@@ -186,12 +194,14 @@ std::vector<RunConfigField> make_fields() {
                       "eager warmup runs before graph capture", at_least(0, "must be >= 0")));
   f.push_back(text("trace", &RunConfig::trace, kModel,
                    "write the observation trace as JSONL to FILE (its folder must exist)"));
-  f.push_back(flag("gather-output", &RunConfig::gather_output, kModel, "gather the logits over TP"));
+  f.push_back(
+      flag("gather-output", &RunConfig::gather_output, kModel, "gather the logits over TP"));
   f.push_back(choice("runtime-gather-output", &RunConfig::runtime_gather_output, kModel,
                      "the forward's runtime_gather_output: unset, on or off (a value wins over "
                      "--gather-output)",
                      known_runtime_gathers, parse_runtime_gather));
-  f.push_back(real("lr", &RunConfig::lr, kModel, "SGD learning rate of the training step (0: no update)",
+  f.push_back(real("lr", &RunConfig::lr, kModel,
+                   "SGD learning rate of the training step (0: no update)",
                    at_least(0, "must be a finite number >= 0")));
   f.push_back(list("metrics", &RunConfig::metrics, kModel,
                    "metrics to collect after every step, comma-separated (docs/metrics.md), e.g. "
@@ -259,7 +269,8 @@ std::optional<nlohmann::json> field_value_from_text(const RunConfigField& field,
       return fail("expected true or false");
     case FieldType::choice:  // the spelling is checked where it is mapped
     case FieldType::text:
-    case FieldType::text_list: return nlohmann::json(t);
+    case FieldType::text_list:
+      return nlohmann::json(t);
   }
   return fail("unknown field type");
 }

@@ -41,9 +41,9 @@ struct RunConfigField {
   FieldType type = FieldType::integer;
   std::string_view group;  // help section
   std::string_view help;
-  std::optional<NumericRange> range;           // numbers only
-  std::string (*choices)() = nullptr;          // choice: "a, b, c"
-  bool comma_separated = false;                // text_list: "a,b" (else repeatable)
+  std::optional<NumericRange> range;   // numbers only
+  std::string (*choices)() = nullptr;  // choice: "a, b, c"
+  bool comma_separated = false;        // text_list: "a,b" (else repeatable)
   std::function<nlohmann::json(const RunConfig&)> get;
   // Throws ConfigParseError naming the key and value on a wrong type or spelling.
   std::function<void(RunConfig&, const nlohmann::json&)> set;

@@ -8,11 +8,11 @@
 
 #include "harness/backend/registry.h"
 #include "harness/base/files.h"
+#include "harness/config/launch_mapping.h"
 #include "harness/config/model_mapping.h"
 #include "harness/config/run_config.h"
 #include "harness/config/run_config_fields.h"
 #include "harness/metrics/metric_names.h"
-#include "harness/config/launch_mapping.h"
 #include "harness/runtime/runtime_faults.h"
 
 namespace parity {
@@ -26,20 +26,23 @@ Kind kind_of(const std::string& key) {
   const RunConfigField* f = find_run_config_field(key);
   if (!f) return Kind::number;
   switch (f->type) {
-    case FieldType::flag: return Kind::flag;
+    case FieldType::flag:
+      return Kind::flag;
     case FieldType::text:
     case FieldType::choice:
-    case FieldType::text_list: return Kind::text;
-    default: return Kind::number;
+    case FieldType::text_list:
+      return Kind::text;
+    default:
+      return Kind::number;
   }
 }
 
 // ModelConfig's field names -> RunConfig's keys.
 std::string run_key(const std::string& model_field) {
   static const std::map<std::string, std::string> keys = {
-      {"ffn_hidden", "ffn-hidden"},         {"micro_batch", "micro-batch"},
-      {"sequence_parallel", "sp"},          {"recompute_layers", "recompute-layers"},
-      {"recompute_modules", "recompute"},   {"graph_warmup", "graph-warmup"}};
+      {"ffn_hidden", "ffn-hidden"},       {"micro_batch", "micro-batch"},
+      {"sequence_parallel", "sp"},        {"recompute_layers", "recompute-layers"},
+      {"recompute_modules", "recompute"}, {"graph_warmup", "graph-warmup"}};
   const auto it = keys.find(model_field);
   return it == keys.end() ? model_field : it->second;
 }
@@ -53,7 +56,8 @@ std::string what_provides(SourceKind kind) {
       return "a mixture-of-experts router (parity's model is a dense GPT: no MoE layers)";
     case SourceKind::mtp_logits:
       return "multi-token prediction layers (parity's model has no MTP head)";
-    default: return "an observation site of that kind";
+    default:
+      return "an observation site of that kind";
   }
 }
 
@@ -72,7 +76,8 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     return values.contains(key) ? field_value_text(values[key]) : std::string();
   };
   auto has = [&](const std::string& key) {
-    return std::any_of(out.begin(), out.end(), [&](const ConfigViolation& v) { return v.field == key; });
+    return std::any_of(out.begin(), out.end(),
+                       [&](const ConfigViolation& v) { return v.field == key; });
   };
   auto add = [&](const std::string& key, std::string rule, std::vector<std::string> involves = {}) {
     out.push_back({key, text_of(key), std::move(rule), kind_of(key), std::move(involves)});
@@ -80,7 +85,8 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
 
   // Every numeric field's range (field table).
   for (const RunConfigField& f : run_config_fields())
-    if (f.range && !f.range->contains(f.get(c).get<double>())) add(std::string(f.key), std::string(f.range->rule));
+    if (f.range && !f.range->contains(f.get(c).get<double>()))
+      add(std::string(f.key), std::string(f.range->rule));
 
   const bool sizes_ok = !has("tp") && !has("cp") && !has("dp");
   const long long world = sizes_ok ? static_cast<long long>(c.tp) * c.cp * c.dp : 0;
@@ -98,14 +104,16 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     add("recompute", why);
     mappable.recompute = "none";
   }
-  for (const ModelConfigViolation& m :
-       model_config_from(mappable).violations(std::max(c.tp, 0), std::max(c.cp, 0), std::max(c.dp, 0))) {
+  for (const ModelConfigViolation& m : model_config_from(mappable).violations(
+           std::max(c.tp, 0), std::max(c.cp, 0), std::max(c.dp, 0))) {
     const std::string key = run_key(m.field);
     if (has(key)) continue;  // its range rule already said it
     std::vector<std::string> involves;
     for (const std::string& i : m.involves) involves.push_back(run_key(i));
-    if (find_run_config_field(key)) out.push_back({key, text_of(key), m.rule, kind_of(key), involves});
-    else out.push_back({key, m.value, m.rule, Kind::number, involves});
+    if (find_run_config_field(key))
+      out.push_back({key, text_of(key), m.rule, kind_of(key), involves});
+    else
+      out.push_back({key, m.value, m.rule, Kind::number, involves});
   }
 
   // parity's runs are stricter than the model's layout rule: with CP and SP both
@@ -114,8 +122,8 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   if (!has("seq") && !has("tp") && !has("cp") && c.seq >= 1 && c.cp > 1 && c.sp && c.tp > 1 &&
       c.seq % (2LL * c.cp * c.tp) != 0)
     add("seq",
-        "sequence length " + std::to_string(c.seq) + " is not divisible by 2*cp*tp = " +
-            std::to_string(2LL * c.cp * c.tp) +
+        "sequence length " + std::to_string(c.seq) +
+            " is not divisible by 2*cp*tp = " + std::to_string(2LL * c.cp * c.tp) +
             " (context-parallel load-balanced chunks, each split over tp by sequence parallelism)",
         {"cp", "tp", "sp"});
 

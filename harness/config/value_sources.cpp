@@ -25,10 +25,14 @@ namespace {
 
 std::string origin_name(const ValueSource& s) {
   switch (s.origin) {
-    case ValueOrigin::built_in_default: return "the built-in default";
-    case ValueOrigin::embedded_default: return "the embedded default";
-    case ValueOrigin::scenario_file: return s.file;
-    case ValueOrigin::command_line: return "the command line";
+    case ValueOrigin::built_in_default:
+      return "the built-in default";
+    case ValueOrigin::embedded_default:
+      return "the embedded default";
+    case ValueOrigin::scenario_file:
+      return s.file;
+    case ValueOrigin::command_line:
+      return "the command line";
   }
   return "?";
 }
@@ -77,7 +81,8 @@ std::string describe_violation(const ConfigViolation& v, const ValueSources& sou
     const RunConfigField* f = find_run_config_field(other);
     const ValueSource s = sources.of(other);
     if (!f || same(s, primary)) continue;
-    if (s.origin != ValueOrigin::embedded_default && s.origin != ValueOrigin::scenario_file) continue;
+    if (s.origin != ValueOrigin::embedded_default && s.origin != ValueOrigin::scenario_file)
+      continue;
     note(origin_name(s) + " sets " + setting(*f, values[other]) + "; " +
          override_hint(*f, values[other]));
   }

@@ -13,11 +13,11 @@
 #include "harness/backend/registry.h"
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
-#include "harness/observation/execution_point.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/model/gpt_model.h"
+#include "harness/observation/execution_point.h"
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
@@ -43,8 +43,8 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   const std::int64_t before = recorder ? recorder->size() : 0;
   const ModelConfig& c = model.config();
   const ParallelContext& par = model.parallel();
-  const double global_tokens = double(c.seq) * double(c.micro_batch) * double(o.microbatches) *
-                               double(par.dp_size());
+  const double global_tokens =
+      double(c.seq) * double(c.micro_batch) * double(o.microbatches) * double(par.dp_size());
   const std::int64_t step_base = step * o.microbatches * par.dp_size();
   const at::Tensor positions = model.local_positions();
 
@@ -65,7 +65,8 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       const MicrobatchData data = microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
       const at::Tensor tokens = model.slice_sequence(data.tokens);
       const at::Tensor labels = model.slice_sequence(data.labels);
-      const at::Tensor logits = model.forward(tokens, positions, model.config().runtime_gather_output);
+      const at::Tensor logits =
+          model.forward(tokens, positions, model.config().runtime_gather_output);
       const at::Tensor loss = model.token_losses(logits, labels).sum() / global_tokens;
       loss.backward();
       logits_of[static_cast<std::size_t>(m)] = logits.detach();
@@ -199,8 +200,9 @@ nlohmann::json run_model_program(RankContext& ctx) {
   nlohmann::json collectives = nlohmann::json::object();
   for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
     const Communicator& c = ctx.group(axis);
-    collectives[std::string(to_string(axis))] = {
-        {"ranks", c.global_ranks()}, {"calls", c.calls_issued()}, {"hash", digest_hex(c.call_hash())}};
+    collectives[std::string(to_string(axis))] = {{"ranks", c.global_ranks()},
+                                                 {"calls", c.calls_issued()},
+                                                 {"hash", digest_hex(c.call_hash())}};
   }
   j["collectives"] = std::move(collectives);
   if (recorder) {

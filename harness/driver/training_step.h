@@ -1,8 +1,8 @@
 #pragma once
-// The driver room (above model and metrics): the step driver, `steps` training steps of a GPTModel over this rank's
-// microbatches, with gradient accumulation, finalize_grads and an SGD update,
-// and the rank program "model" that `parity run` launches (threads, processes
-// or env mode). See docs/cli.md ("parity run") and docs/trace-format.md.
+// The driver room (above model and metrics): the step driver, `steps` training steps of a GPTModel
+// over this rank's microbatches, with gradient accumulation, finalize_grads and an SGD update, and
+// the rank program "model" that `parity run` launches (threads, processes or env mode). See
+// docs/cli.md ("parity run") and docs/trace-format.md.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -28,7 +28,7 @@ struct TrainingOptions {
   // When set, capture_tensor_observations(recorder, kinds) is active around the
   // steps; the recorder must outlive run_training.
   TraceRecorder* recorder = nullptr;
-  KindSet kinds;                  // empty = first_wave_kinds()
+  KindSet kinds;  // empty = first_wave_kinds()
   // When set (with `executor`), the collector observes in the same scope as the
   // recorder (kinds: the union) and is committed after every step (after
   // end_step, before after_step): StepResult::metrics.

@@ -30,17 +30,20 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::replica_overcount, "replica-overcount",
      "a tensor replicated across an axis contributes from every rank instead of its owner, so "
      "sums and counts are multiplied by the axis size",
-     "sharded_reduction", "tp > 1 and an l2 metric of a tensor Replica on tp (residual or mlp-output "
+     "sharded_reduction",
+     "tp > 1 and an l2 metric of a tensor Replica on tp (residual or mlp-output "
      "without sp; logits gathered by the winning gather_output); mean/rms/max are unchanged"},
     {F::sqrt_before_sum, "sqrt-before-sum",
      "L2-type statistics take the square root of each rank's partial sum of squares before "
      "the cross-rank sum",
-     "sharded_reduction", "an l2/rms metric on a tensor split over ranks (or a row/column-l2 metric "
+     "sharded_reduction",
+     "an l2/rms metric on a tensor split over ranks (or a row/column-l2 metric "
      "split along the rows/columns it sums)"},
     {F::mean_of_means, "mean-of-means",
      "mean-type statistics average per-rank means over the group instead of dividing the "
      "summed total by the summed count",
-     "sharded_reduction", "a mean/rms/mean-row-l2 metric where ranks hold unequal non-empty "
+     "sharded_reduction",
+     "a mean/rms/mean-row-l2 metric where ranks hold unequal non-empty "
      "populations (uneven shards: sharded metric cases; the model's even layouts never expose it)"},
     {F::sp_residual_mislabel, "sp-residual-mislabel",
      "residual observations are labelled Replica on tp under sequence parallelism (the "
@@ -60,8 +63,8 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "graph replay calls observers as if host code ran (a real CUDA graph replay runs none)",
      "graph_replay", "per-layer graphs with a replay step"},
     {F::warmup_counted_as_step, "warmup-counted-as-step",
-     "graph warmup forwards are counted as training-step observations",
-     "graph_replay", "per-layer graphs with at least one warmup run"},
+     "graph warmup forwards are counted as training-step observations", "graph_replay",
+     "per-layer graphs with at least one warmup run"},
     {F::asymmetric_collective, "asymmetric-collective",
      "one rank of each group issues a collective its peers do not (a rank-asymmetric request "
      "sequence)",
@@ -69,20 +72,20 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::wrong_gather_precedence, "wrong-gather-precedence",
      "logits are labelled by the constructor's gather_output instead of the runtime value that "
      "wins (megatron-reference section 7.7)",
-     "sharded_reduction", "tp > 1, --runtime-gather-output differing from --gather-output and a "
+     "sharded_reduction",
+     "tp > 1, --runtime-gather-output differing from --gather-output and a "
      "logits metric (l2/mean-row-l2 when it gathers; any but nan-/inf-count when it does not)"},
     {F::contribution_with_autograd, "contribution-with-autograd",
      "the residual contribution is computed with autograd on: output - accumulator joins the "
      "graph and requires grad (metrics detach their input, so only the trace's flags show it)",
-     "exactly_once", "a residual observation outside a full-recompute chunk (whose forward runs "
+     "exactly_once",
+     "a residual observation outside a full-recompute chunk (whose forward runs "
      "under no-grad)"},
 }};
 
 }  // namespace
 
-const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults() {
-  return kTable;
-}
+const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults() { return kTable; }
 
 const CodePathFaultInfo& info(CodePathFault fault) { return kTable[static_cast<int>(fault)]; }
 
@@ -115,9 +118,10 @@ CodePathFaultScope::CodePathFaultScope(CodePathFault fault)
 CodePathFaultScope::~CodePathFaultScope() {
   if (detail::t_code_path_fault_owner != this) {
     // The leaf room's copy of the observation room's scope-order message.
-    std::fputs("parity: CodePathFaultScope destroyed out of order: a scope created after it on "
-               "this thread is still alive (scopes must end in reverse order of creation)\n",
-               stderr);
+    std::fputs(
+        "parity: CodePathFaultScope destroyed out of order: a scope created after it on "
+        "this thread is still alive (scopes must end in reverse order of creation)\n",
+        stderr);
     std::abort();
   }
   detail::t_active_code_path_faults = previous_;

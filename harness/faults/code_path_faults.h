@@ -66,7 +66,7 @@ inline thread_local std::uint32_t t_active_code_path_faults = 0;
 // The innermost live CodePathFaultScope: a scope destroyed while a later one is
 // alive aborts with a message instead of restoring a stale set.
 inline thread_local const void* t_code_path_fault_owner = nullptr;
-}
+}  // namespace detail
 
 // Whether `fault` is switched on for this thread. Inline: the check sits in
 // hot paths (observe, every collective).

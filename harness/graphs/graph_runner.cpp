@@ -6,9 +6,9 @@
 #include <optional>
 #include <stdexcept>
 
+#include "harness/faults/code_path_faults.h"
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
-#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 

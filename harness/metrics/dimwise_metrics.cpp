@@ -3,8 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "harness/metrics/stages.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/metrics/stages.h"
 
 namespace parity {
 

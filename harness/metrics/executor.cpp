@@ -27,7 +27,6 @@ at::Tensor reduce(Communicator& comm, const at::Tensor& value, ReduceOp op) {
 
 }  // namespace
 
-
 namespace {
 
 // Requests that may share one collective.
@@ -105,9 +104,8 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
       ++stats_.collectives;
       std::vector<at::Tensor> out;
       if (values.size() == 1) {
-        out.push_back(key.kind == CollectiveKind::all_reduce
-                          ? reduce(comm, values[0], key.op)
-                          : comm.all_gather(values[0], key.dim));
+        out.push_back(key.kind == CollectiveKind::all_reduce ? reduce(comm, values[0], key.op)
+                                                             : comm.all_gather(values[0], key.dim));
       } else {
         const at::Tensor stacked = at::stack(values);
         const at::Tensor result = key.kind == CollectiveKind::all_reduce

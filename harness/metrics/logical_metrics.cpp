@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "harness/metrics/stages.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/metrics/stages.h"
 
 namespace parity {
 

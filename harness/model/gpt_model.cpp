@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "harness/model/gather_output.h"
 #include "harness/backend/tp_mappings.h"
+#include "harness/model/gather_output.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -220,10 +220,9 @@ at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x
       at::Tensor out = norm->forward(rt, t);
       // Parity probe: the norm's output, inside the "layernorm" recompute region
       // (so a recomputation that is not suspended shows as a second observation).
-      observe_tensor(*norm, "layernorm_output", SourceKind::layernorm_output, out,
-                     norm->config_sequence_parallel().value_or(false) ? OptionalDim(0)
-                                                                      : std::nullopt,
-                     0, 1);
+      observe_tensor(
+          *norm, "layernorm_output", SourceKind::layernorm_output, out,
+          norm->config_sequence_parallel().value_or(false) ? OptionalDim(0) : std::nullopt, 0, 1);
       return out;
     };
   };
@@ -270,8 +269,7 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
 
 // ---------------------------------------------------------------- model
 GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel)
-    : config_(config),
-      params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device()) {
+    : config_(config), params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device()) {
   config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size());
   rng_ = backend.make_rng_tracker();
   rng_->seed(config_.seed, parallel.tp_rank());
@@ -289,9 +287,9 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
 
   graph_runner_ = backend.make_graph_runner();
   if (!graph_runner_->supports(config_.graphs)) {
-    throw ModelConfigError("graphs", std::string(to_string(config_.graphs)),
-                           "backend " + std::string(backend.name()) +
-                               " has no phased graph runner");
+    throw ModelConfigError(
+        "graphs", std::string(to_string(config_.graphs)),
+        "backend " + std::string(backend.name()) + " has no phased graph runner");
   }
   graph_runner_->configure(GraphSettings{config_.graphs, config_.graph_warmup, rng_.get()});
   std::vector<at::Tensor> values;

@@ -21,8 +21,8 @@ enum class SourceKind : std::uint8_t {
   router_scores,
   router_diagnostics,
   mtp_logits,
-  layernorm_output,   // parity probe: output of a layer's input/pre-MLP norm (the
-                      // selective "layernorm" recompute region)
+  layernorm_output,  // parity probe: output of a layer's input/pre-MLP norm (the
+                     // selective "layernorm" recompute region)
 };
 inline constexpr int kSourceKindCount = 10;
 

@@ -64,7 +64,8 @@ ThreadContextScope::~ThreadContextScope() {
   const ThreadContext& c = installed_;
   if (now.observation_.active != c.observation_.active ||
       now.observation_.suspension_owner != c.observation_.suspension_owner ||
-      now.point_owner_ != c.point_owner_ || now.code_path_fault_owner_ != c.code_path_fault_owner_ ||
+      now.point_owner_ != c.point_owner_ ||
+      now.code_path_fault_owner_ != c.code_path_fault_owner_ ||
       now.recompute_log_owner_ != c.recompute_log_owner_) {
     detail::scope_destroyed_out_of_order("ThreadContextScope");
   }

@@ -7,10 +7,10 @@
 
 #include <stdexcept>
 
+#include "harness/faults/code_path_faults.h"
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
 #include "harness/observation/thread_context.h"
-#include "harness/faults/code_path_faults.h"
 
 namespace parity {
 namespace {

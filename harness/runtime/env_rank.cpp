@@ -43,21 +43,27 @@ std::vector<LaunchProblem> read_env_rank(int tp, int cp, int dp, EnvRank* out,
   const std::optional<std::string> rank = get(rank_var), world = get(world_var),
                                    local = get(local_var), port = get("MASTER_PORT");
   bool rank_ok = false, world_ok = false;
-  if (!rank) problem("RANK", "", "not set (--launch env needs RANK, or SLURM_PROCID)");
-  else rank_ok = integer(rank_var, *rank, &e.rank);
-  if (!world) problem(world_var, "", "not set (--launch env needs it)");
-  else world_ok = integer(world_var, *world, &e.world_size);
+  if (!rank)
+    problem("RANK", "", "not set (--launch env needs RANK, or SLURM_PROCID)");
+  else
+    rank_ok = integer(rank_var, *rank, &e.rank);
+  if (!world)
+    problem(world_var, "", "not set (--launch env needs it)");
+  else
+    world_ok = integer(world_var, *world, &e.world_size);
   if (local) integer(local_var, *local, &e.local_rank);
   if (!addr || addr->empty())
     problem("MASTER_ADDR", "",
             e.source == "slurm" ? "not set, nor SLURM_LAUNCH_NODE_IPADDR (--launch env needs it)"
                                 : "not set (--launch env needs it)");
-  else e.master_addr = *addr;
+  else
+    e.master_addr = *addr;
   if (!port) {
     problem("MASTER_PORT", "",
             e.source == "slurm" ? "not set (--launch env needs it; export it in the batch script)"
                                 : "not set (--launch env needs it)");
-  } else if (integer("MASTER_PORT", *port, &e.master_port) && (e.master_port < 1 || e.master_port > 65535)) {
+  } else if (integer("MASTER_PORT", *port, &e.master_port) &&
+             (e.master_port < 1 || e.master_port > 65535)) {
     problem("MASTER_PORT", *port, "must be a port in 1-65535");
   }
   // torch/distributed/rendezvous.py reads the same variable ("True"/"true"/"1"),

@@ -11,11 +11,16 @@ namespace parity {
 
 std::string_view to_string(RankFailureKind kind) {
   switch (kind) {
-    case RankFailureKind::threw: return "threw";
-    case RankFailureKind::crashed: return "crashed";
-    case RankFailureKind::hung: return "hung";
-    case RankFailureKind::exited: return "exited";
-    case RankFailureKind::stopped: return "stopped";
+    case RankFailureKind::threw:
+      return "threw";
+    case RankFailureKind::crashed:
+      return "crashed";
+    case RankFailureKind::hung:
+      return "hung";
+    case RankFailureKind::exited:
+      return "exited";
+    case RankFailureKind::stopped:
+      return "stopped";
   }
   return "?";
 }
@@ -26,20 +31,32 @@ std::string describe_signal(int signal) {
       {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},   {SIGINT, "SIGINT"},
       {SIGPIPE, "SIGPIPE"}, {SIGHUP, "SIGHUP"},   {SIGQUIT, "SIGQUIT"}, {SIGTRAP, "SIGTRAP"}};
   auto it = names.find(signal);
-  return "signal " + std::to_string(signal) + (it != names.end() ? std::string(" ") + it->second : "");
+  return "signal " + std::to_string(signal) +
+         (it != names.end() ? std::string(" ") + it->second : "");
 }
 
 std::string format_rank_failure(const RankFailure& f) {
   std::string line = "rank " + std::to_string(f.rank) + " " + to_string(f.coordinates) + " ";
   if (f.victim) line += "victim, ";
   switch (f.kind) {
-    case RankFailureKind::threw: line += "threw: " + f.detail; break;
-    case RankFailureKind::crashed: line += "crashed (" + f.detail + ")"; break;
-    case RankFailureKind::hung: line += "hung: " + f.detail; break;
-    case RankFailureKind::exited: line += "exited: " + f.detail; break;
-    case RankFailureKind::stopped: line += "stopped by the supervisor: " + f.detail; break;
+    case RankFailureKind::threw:
+      line += "threw: " + f.detail;
+      break;
+    case RankFailureKind::crashed:
+      line += "crashed (" + f.detail + ")";
+      break;
+    case RankFailureKind::hung:
+      line += "hung: " + f.detail;
+      break;
+    case RankFailureKind::exited:
+      line += "exited: " + f.detail;
+      break;
+    case RankFailureKind::stopped:
+      line += "stopped by the supervisor: " + f.detail;
+      break;
   }
-  line += "; last collective: " + (f.last_collective.empty() ? std::string("none") : f.last_collective);
+  line +=
+      "; last collective: " + (f.last_collective.empty() ? std::string("none") : f.last_collective);
   return line;
 }
 
@@ -55,8 +72,10 @@ std::string FailureReport::headline() const {
   std::vector<const RankFailure*> culprits;
   int victims = 0;
   for (const RankFailure& f : ranks) {
-    if (f.victim) ++victims;
-    else culprits.push_back(&f);
+    if (f.victim)
+      ++victims;
+    else
+      culprits.push_back(&f);
   }
   std::string h = "run failed: ";
   for (std::size_t i = 0; i < culprits.size(); ++i) {
@@ -69,8 +88,8 @@ std::string FailureReport::headline() const {
   if (victims) h += ", " + std::to_string(victims) + (victims == 1 ? " victim" : " victims");
   char timeout[32];
   std::snprintf(timeout, sizeof timeout, "%g", timeout_seconds);
-  h += " (launch " + std::string(launch_mode_name(launch)) + ", world " + std::to_string(world_size) +
-       ", timeout " + timeout + " s)";
+  h += " (launch " + std::string(launch_mode_name(launch)) + ", world " +
+       std::to_string(world_size) + ", timeout " + timeout + " s)";
   return h;
 }
 
@@ -98,16 +117,17 @@ nlohmann::json FailureReport::to_json() const {
   j["abandoned_threads"] = abandoned_threads;
   j["ranks"] = nlohmann::json::array();
   for (const RankFailure& f : ranks) {
-    j["ranks"].push_back({{"rank", f.rank},
-                          {"coordinates", {{"tp", f.coordinates.tp}, {"cp", f.coordinates.cp},
-                                           {"dp", f.coordinates.dp}}},
-                          {"kind", std::string(to_string(f.kind))},
-                          {"victim", f.victim},
-                          {"in_collective", f.in_collective},
-                          {"detail", f.detail},
-                          {"last_collective", f.last_collective},
-                          {"seconds", f.seconds},
-                          {"line", format_rank_failure(f)}});
+    j["ranks"].push_back(
+        {{"rank", f.rank},
+         {"coordinates",
+          {{"tp", f.coordinates.tp}, {"cp", f.coordinates.cp}, {"dp", f.coordinates.dp}}},
+         {"kind", std::string(to_string(f.kind))},
+         {"victim", f.victim},
+         {"in_collective", f.in_collective},
+         {"detail", f.detail},
+         {"last_collective", f.last_collective},
+         {"seconds", f.seconds},
+         {"line", format_rank_failure(f)}});
   }
   return j;
 }

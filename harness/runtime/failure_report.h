@@ -2,10 +2,11 @@
 // What went wrong in a failed run, one line per failed rank: the culprits first
 // (ranks that threw, crashed or hung on their own), then the victims (ranks that
 // merely failed or were stopped while waiting for a culprit). E.g.
-//   rank 3 (tp=1, cp=1, dp=0) threw: injected fault: throw-rank=3; last collective: all_reduce(sum) on world, float32 [4], #2
-//   rank 3 (tp=1, cp=1, dp=0) hung: no progress for 3.0 s; last collective: ...
-//   rank 1 (tp=1, cp=0, dp=0) crashed (signal 6 SIGABRT); last collective: ...
-//   rank 0 (tp=0, cp=0, dp=0) victim, stopped by the supervisor while in a collective; last collective: ...
+//   rank 3 (tp=1, cp=1, dp=0) threw: injected fault: throw-rank=3; last collective: all_reduce(sum)
+//   on world, float32 [4], #2 rank 3 (tp=1, cp=1, dp=0) hung: no progress for 3.0 s; last
+//   collective: ... rank 1 (tp=1, cp=0, dp=0) crashed (signal 6 SIGABRT); last collective: ... rank
+//   0 (tp=0, cp=0, dp=0) victim, stopped by the supervisor while in a collective; last collective:
+//   ...
 #include <string>
 #include <vector>
 

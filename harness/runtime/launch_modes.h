@@ -9,7 +9,8 @@
 namespace parity {
 
 // Runs `ranks` of `run` as threads of this process, under the supervisor.
-std::vector<Slot> run_rank_threads(const std::shared_ptr<RankRun>& run, const std::vector<int>& ranks,
+std::vector<Slot> run_rank_threads(const std::shared_ptr<RankRun>& run,
+                                   const std::vector<int>& ranks,
                                    SupervisorClock::time_point start);
 
 LaunchResult launch_threads(const LaunchSpec& spec, const RankProgram& program,

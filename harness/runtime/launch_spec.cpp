@@ -6,9 +6,12 @@ namespace parity {
 
 std::string_view launch_mode_name(LaunchMode mode) {
   switch (mode) {
-    case LaunchMode::threads: return "threads";
-    case LaunchMode::processes: return "processes";
-    case LaunchMode::env: return "env";
+    case LaunchMode::threads:
+      return "threads";
+    case LaunchMode::processes:
+      return "processes";
+    case LaunchMode::env:
+      return "env";
   }
   return "?";
 }
@@ -37,10 +40,14 @@ LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
     s.cp = field("cp").get<int>();
     s.dp = field("dp").get<int>();
     const std::string mode = field("mode").get<std::string>();
-    if (mode == "threads") s.mode = LaunchMode::threads;
-    else if (mode == "processes") s.mode = LaunchMode::processes;
-    else if (mode == "env") s.mode = LaunchMode::env;
-    else throw std::invalid_argument("launch spec: \"mode\" = \"" + mode + "\" is not a launch mode");
+    if (mode == "threads")
+      s.mode = LaunchMode::threads;
+    else if (mode == "processes")
+      s.mode = LaunchMode::processes;
+    else if (mode == "env")
+      s.mode = LaunchMode::env;
+    else
+      throw std::invalid_argument("launch spec: \"mode\" = \"" + mode + "\" is not a launch mode");
     s.timeout_seconds = field("timeout_seconds").get<double>();
     s.faults = field("faults").get<std::vector<std::string>>();
     s.check_collectives = field("check_collectives").get<bool>();
@@ -56,7 +63,8 @@ namespace {
 std::string lines(const std::vector<LaunchProblem>& problems) {
   std::string text;
   for (const LaunchProblem& p : problems)
-    text += (text.empty() ? "" : "\n") + p.field + (p.value.empty() ? "" : "=" + p.value) + ": " + p.rule;
+    text += (text.empty() ? "" : "\n") + p.field + (p.value.empty() ? "" : "=" + p.value) + ": " +
+            p.rule;
   return text;
 }
 }  // namespace

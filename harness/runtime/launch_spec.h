@@ -26,7 +26,7 @@ struct LaunchSpec {
   int cp = 1;
   int dp = 1;
   LaunchMode mode = LaunchMode::threads;
-  double timeout_seconds = 60.0;   // no-progress limit and collective timeout
+  double timeout_seconds = 60.0;    // no-progress limit and collective timeout
   std::vector<std::string> faults;  // `--inject` specs, e.g. "crash-rank=1"
   bool check_collectives = false;   // collective fingerprints
   // A registered transport (make_transport_factory): the backend names it.

@@ -83,9 +83,12 @@ LaunchResult launch(const LaunchSpec& spec, const std::string& program,
   if (!problems.empty()) throw LaunchSpecError(std::move(problems));
   ignore_sigpipe();
   switch (spec.mode) {
-    case LaunchMode::threads: return launch_threads(spec, p, arguments);
-    case LaunchMode::processes: return launch_processes(spec, program, arguments);
-    case LaunchMode::env: return launch_env(spec, p, arguments);
+    case LaunchMode::threads:
+      return launch_threads(spec, p, arguments);
+    case LaunchMode::processes:
+      return launch_processes(spec, program, arguments);
+    case LaunchMode::env:
+      return launch_env(spec, p, arguments);
   }
   throw std::logic_error("unknown launch mode");
 }

@@ -62,7 +62,7 @@ RankProgram find_rank_program(const std::string& name);
 
 struct LaunchResult {
   int world_size = 1;
-  std::vector<int> local_ranks;          // the ranks this process ran or supervised
+  std::vector<int> local_ranks;  // the ranks this process ran or supervised
   // By global rank; null where none came back. Env mode: rank 0 holds every
   // rank's result (gathered over the world group); other ranks hold their own.
   std::vector<nlohmann::json> results;

@@ -21,8 +21,10 @@ namespace parity {
 
 StatusMapping::StatusMapping(const std::string& path, int world, bool create)
     : size_(sizeof(RankStatusRecord) * world) {
-  const int fd = ::open(path.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC) : (O_RDWR | O_CLOEXEC), 0600);
-  if (fd < 0) throw std::runtime_error("cannot open status file " + path + ": " + std::strerror(errno));
+  const int fd = ::open(
+      path.c_str(), create ? (O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC) : (O_RDWR | O_CLOEXEC), 0600);
+  if (fd < 0)
+    throw std::runtime_error("cannot open status file " + path + ": " + std::strerror(errno));
   if (create && ::ftruncate(fd, static_cast<off_t>(size_)) != 0) {
     ::close(fd);
     throw std::runtime_error("cannot size status file " + path + ": " + std::strerror(errno));
@@ -34,7 +36,8 @@ StatusMapping::StatusMapping(const std::string& path, int world, bool create)
   }
   void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
-  if (p == MAP_FAILED) throw std::runtime_error("cannot map status file " + path + ": " + std::strerror(errno));
+  if (p == MAP_FAILED)
+    throw std::runtime_error("cannot map status file " + path + ": " + std::strerror(errno));
   records_ = static_cast<RankStatusRecord*>(p);
 }
 
@@ -76,7 +79,8 @@ void apply_worker_file(Slot& slot, const std::string& dir) {
 
 class RankProcesses : public RankSet {
  public:
-  RankProcesses(std::vector<pid_t> pids, std::string dir, std::string exe, SupervisorClock::time_point start)
+  RankProcesses(std::vector<pid_t> pids, std::string dir, std::string exe,
+                SupervisorClock::time_point start)
       : pids_(std::move(pids)), dir_(std::move(dir)), exe_(std::move(exe)), start_(start) {}
 
   void collect(std::vector<Slot>& slots, std::chrono::milliseconds wait) override {
@@ -140,13 +144,15 @@ LaunchResult launch_processes(const LaunchSpec& spec_in, const std::string& prog
   const ParallelTopology topology(spec_in.tp, spec_in.cp, spec_in.dp);
   const FaultPlan faults = FaultPlan::from_specs(spec_in.faults, world);
   bool expect_crash = false;
-  for (int r = 0; r < world; ++r) expect_crash = expect_crash || faults.rank_fault(r) == RankFaultKind::crash;
+  for (int r = 0; r < world; ++r)
+    expect_crash = expect_crash || faults.rank_fault(r) == RankFaultKind::crash;
 
   LaunchSpec spec = spec_in;
   if (spec.worker_executable.empty()) spec.worker_executable = self_executable();
   const std::string exe = spec.worker_executable;
   if (::access(exe.c_str(), X_OK) != 0)
-    throw std::runtime_error("worker executable " + exe + " is not executable: " + std::strerror(errno));
+    throw std::runtime_error("worker executable " + exe +
+                             " is not executable: " + std::strerror(errno));
 
   files::TempDir dir("parity-run");
   files::write_atomically(spec_path(dir.path()), launch_spec_to_json(spec).dump());
@@ -162,8 +168,8 @@ LaunchResult launch_processes(const LaunchSpec& spec_in, const std::string& prog
   for (int r = 0; r < world; ++r) {
     slots[r].rank = r;
     slots[r].record = status.record(r);
-    std::vector<std::string> args = {exe, "__rank-worker", "--rank", std::to_string(r), "--dir", dir.path(),
-                                     "--program", program_name};
+    std::vector<std::string> args = {exe,     "__rank-worker", "--rank",    std::to_string(r),
+                                     "--dir", dir.path(),      "--program", program_name};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -179,7 +185,9 @@ LaunchResult launch_processes(const LaunchSpec& spec_in, const std::string& prog
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
       if (expect_crash) {
-        struct rlimit no_core {0, 0};
+        struct rlimit no_core {
+          0, 0
+        };
         ::setrlimit(RLIMIT_CORE, &no_core);
       }
       ::execv(exe.c_str(), argv.data());

@@ -87,7 +87,7 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
     options.communicator.check_collectives = run.spec.check_collectives;
     groups.emplace(make_rank_groups(run.topology, rank, *rdv, *factory, &status, options));
     status.set_state(RankState::running);
-    RankContext ctx{run.spec, run.arguments, run.topology, rank, run.topology.coordinates(rank),
+    RankContext ctx{run.spec, run.arguments, run.topology, rank,   run.topology.coordinates(rank),
                     *groups,  status,        run.faults,   cancel, run.own_process};
     nlohmann::json result = run.program(ctx);
     if (run.gather) result = gather_results(groups->get(Axis::world), result);

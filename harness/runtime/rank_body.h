@@ -45,8 +45,11 @@ struct RankRun {
   bool gather = false;       // env: every rank's result to every rank
 
   RankRun(LaunchSpec s, nlohmann::json args, RankProgram p)
-      : spec(std::move(s)), arguments(std::move(args)), topology(spec.tp, spec.cp, spec.dp),
-        faults(FaultPlan::from_specs(spec.faults, spec.world_size())), program(std::move(p)) {}
+      : spec(std::move(s)),
+        arguments(std::move(args)),
+        topology(spec.tp, spec.cp, spec.dp),
+        faults(FaultPlan::from_specs(spec.faults, spec.world_size())),
+        program(std::move(p)) {}
 };
 
 std::chrono::milliseconds timeout_ms(const LaunchSpec& spec);

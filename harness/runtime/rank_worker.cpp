@@ -15,9 +15,12 @@ int run_rank_worker(int argc, char** argv) {
   std::string dir, program;
   for (int i = 0; i + 1 < argc; i += 2) {
     const std::string key = argv[i];
-    if (key == "--rank") rank = std::atoi(argv[i + 1]);
-    else if (key == "--dir") dir = argv[i + 1];
-    else if (key == "--program") program = argv[i + 1];
+    if (key == "--rank")
+      rank = std::atoi(argv[i + 1]);
+    else if (key == "--dir")
+      dir = argv[i + 1];
+    else if (key == "--program")
+      program = argv[i + 1];
   }
   if (rank < 0 || dir.empty() || program.empty()) {
     std::fprintf(stderr,

@@ -14,14 +14,17 @@ struct Registry {
   std::mutex mutex;
   std::map<std::string, FaultInfo> faults;
   Registry() {
-    add({"crash-rank", "rank R aborts at its fault point (processes/env: std::abort, SIGABRT; "
-                       "threads: the rank thread ends without a result)",
+    add({"crash-rank",
+         "rank R aborts at its fault point (processes/env: std::abort, SIGABRT; "
+         "threads: the rank thread ends without a result)",
          FaultArgument::rank});
-    add({"hang-rank", "rank R blocks at its fault point without progress until the supervisor "
-                      "stops the run",
+    add({"hang-rank",
+         "rank R blocks at its fault point without progress until the supervisor "
+         "stops the run",
          FaultArgument::rank});
-    add({"throw-rank", "rank R throws std::runtime_error(\"injected fault: throw-rank=R\") at its "
-                       "fault point",
+    add({"throw-rank",
+         "rank R throws std::runtime_error(\"injected fault: throw-rank=R\") at its "
+         "fault point",
          FaultArgument::rank});
     // The code-path faults: one table (code_path_faults.cpp).
     for (const CodePathFaultInfo& f : code_path_faults())
@@ -76,15 +79,17 @@ std::string known_fault_names() {
 
 std::string_view to_string(RankFaultKind kind) {
   switch (kind) {
-    case RankFaultKind::crash: return "crash-rank";
-    case RankFaultKind::hang: return "hang-rank";
-    case RankFaultKind::throw_error: return "throw-rank";
+    case RankFaultKind::crash:
+      return "crash-rank";
+    case RankFaultKind::hang:
+      return "hang-rank";
+    case RankFaultKind::throw_error:
+      return "throw-rank";
   }
   return "?";
 }
 
-std::optional<FaultSpec> parse_fault_spec(std::string_view text, int world_size,
-                                          std::string* why) {
+std::optional<FaultSpec> parse_fault_spec(std::string_view text, int world_size, std::string* why) {
   auto fail = [&](std::string rule) -> std::optional<FaultSpec> {
     if (why) *why = std::move(rule);
     return std::nullopt;
@@ -129,9 +134,9 @@ std::vector<LaunchProblem> fault_spec_problems(const std::vector<std::string>& s
     if (spec->rank) {
       auto [it, inserted] = rank_faults.emplace(*spec->rank, text);
       if (!inserted)
-        out.push_back({"inject", text,
-                       "rank " + std::to_string(*spec->rank) + " already has a fault (" +
-                           it->second + ")"});
+        out.push_back(
+            {"inject", text,
+             "rank " + std::to_string(*spec->rank) + " already has a fault (" + it->second + ")"});
     }
   }
   return out;
@@ -141,7 +146,8 @@ FaultPlan FaultPlan::from_specs(const std::vector<std::string>& specs, int world
   std::vector<LaunchProblem> v = fault_spec_problems(specs, world_size);
   if (!v.empty()) throw LaunchSpecError(std::move(v));
   FaultPlan plan;
-  for (const std::string& text : specs) plan.specs_.push_back(*parse_fault_spec(text, world_size, nullptr));
+  for (const std::string& text : specs)
+    plan.specs_.push_back(*parse_fault_spec(text, world_size, nullptr));
   return plan;
 }
 
@@ -178,8 +184,7 @@ void CancelToken::wait() const {
   cv_.wait(lock, [&] { return cancelled(); });
 }
 
-void fire_rank_fault(const FaultPlan& plan, int rank, bool own_process,
-                     const CancelToken& cancel) {
+void fire_rank_fault(const FaultPlan& plan, int rank, bool own_process, const CancelToken& cancel) {
   const std::optional<RankFaultKind> kind = plan.rank_fault(rank);
   if (!kind) return;
   switch (*kind) {

@@ -42,8 +42,7 @@ struct FaultSpec {
 };
 
 // One `--inject` value; nullopt (and the rule in *why) when invalid.
-std::optional<FaultSpec> parse_fault_spec(std::string_view text, int world_size,
-                                          std::string* why);
+std::optional<FaultSpec> parse_fault_spec(std::string_view text, int world_size, std::string* why);
 // The `inject` rules: unknown names (listing the known ones), a
 // missing/bad/out-of-range rank, two runtime faults on one rank. Field
 // "inject", the value as written. (validate_run_config maps them through
@@ -103,7 +102,6 @@ struct SimulatedCrash {
 //  crash: own_process ? std::abort() : throw SimulatedCrash;
 //  hang:  blocks on `cancel` without progress, then throws RankCancelled;
 //  throw: throws std::runtime_error("injected fault: throw-rank=R").
-void fire_rank_fault(const FaultPlan& plan, int rank, bool own_process,
-                     const CancelToken& cancel);
+void fire_rank_fault(const FaultPlan& plan, int rank, bool own_process, const CancelToken& cancel);
 
 }  // namespace parity

@@ -36,7 +36,8 @@ struct Checker {
     if (t.numel() <= 8) {
       os << " {";
       at::Tensor flat = t.to(at::kDouble).reshape({-1});
-      for (std::int64_t i = 0; i < flat.numel(); ++i) os << (i ? ", " : "") << flat[i].item<double>();
+      for (std::int64_t i = 0; i < flat.numel(); ++i)
+        os << (i ? ", " : "") << flat[i].item<double>();
       os << "}";
     }
     return os.str();
@@ -95,7 +96,8 @@ void check_axis(RankContext& ctx, Axis axis, Checker& c) {
 
   // broadcast from group rank 0.
   const at::Tensor bc = at::full({3}, static_cast<float>(ctx.rank) + 0.5f, at::kFloat);
-  c.expect_equal(g.broadcast(bc, 0), at::full({3}, static_cast<float>(members[0]) + 0.5f, at::kFloat),
+  c.expect_equal(g.broadcast(bc, 0),
+                 at::full({3}, static_cast<float>(members[0]) + 0.5f, at::kFloat),
                  "broadcast on " + name);
 
   g.barrier();
@@ -148,9 +150,7 @@ std::string format_self_check_table(const LaunchResult& result) {
       out += line;
       continue;
     }
-    auto group = [&](const char* axis) {
-      return list(j["groups"][axis].get<std::vector<int>>());
-    };
+    auto group = [&](const char* axis) { return list(j["groups"][axis].get<std::vector<int>>()); };
     const nlohmann::json& co = j["coordinates"];
     const int failures = static_cast<int>(j["failures"].size());
     std::snprintf(line, sizeof line, "%4zu %3d %3d %3d  %-12s %-12s %-12s %6lld %6d  %s\n", r,

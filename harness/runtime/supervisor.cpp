@@ -69,7 +69,8 @@ RankFailure classify_rank(const Slot& s, const ParallelTopology& topology, doubl
     case Outcome::killed:
     case Outcome::running:
     case Outcome::ok: {
-      const bool in_coll = s.snapshot ? s.snap_state == RankState::in_collective : s.end.in_collective;
+      const bool in_coll =
+          s.snapshot ? s.snap_state == RankState::in_collective : s.end.in_collective;
       f.in_collective = in_coll;
       const double age = s.snapshot ? s.snap_age : 0;
       if (s.snapshot && !in_coll && age >= 0.5 * timeout) {
@@ -152,8 +153,10 @@ LaunchResult finish(const std::vector<Slot>& slots, const LaunchSpec& spec,
   bool ok = true;
   for (const Slot& s : slots) {
     result.local_ranks.push_back(s.rank);
-    if (s.done && s.end.outcome == Outcome::ok) result.results[s.rank] = s.end.result;
-    else ok = false;
+    if (s.done && s.end.outcome == Outcome::ok)
+      result.results[s.rank] = s.end.result;
+    else
+      ok = false;
   }
   if (!ok) result.failure = classify(slots, spec, topology);
   result.wall_seconds = seconds_since(start);

@@ -23,8 +23,12 @@ struct ThreadShared {
   SupervisorClock::time_point start;
 
   ThreadShared(std::shared_ptr<RankRun> r, int n, SupervisorClock::time_point t)
-      : run(std::move(r)), records(new RankStatusRecord[n]()), ends(n), done(n, false),
-        end_seconds(n, 0), start(t) {}
+      : run(std::move(r)),
+        records(new RankStatusRecord[n]()),
+        ends(n),
+        done(n, false),
+        end_seconds(n, 0),
+        start(t) {}
 };
 
 class RankThreads : public RankSet {
@@ -65,7 +69,8 @@ class RankThreads : public RankSet {
 
 }  // namespace
 
-std::vector<Slot> run_rank_threads(const std::shared_ptr<RankRun>& run, const std::vector<int>& ranks,
+std::vector<Slot> run_rank_threads(const std::shared_ptr<RankRun>& run,
+                                   const std::vector<int>& ranks,
                                    SupervisorClock::time_point start) {
   const int n = static_cast<int>(ranks.size());
   auto shared = std::make_shared<ThreadShared>(run, n, start);

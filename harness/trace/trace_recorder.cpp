@@ -15,8 +15,8 @@ namespace parity {
 
 KindSet first_wave_kinds() {
   return KindSet{SourceKind::residual_accumulator, SourceKind::residual_contribution,
-                 SourceKind::output_logits, SourceKind::attention_context, SourceKind::mlp_output,
-                 SourceKind::layernorm_output};
+                 SourceKind::output_logits,        SourceKind::attention_context,
+                 SourceKind::mlp_output,           SourceKind::layernorm_output};
 }
 
 namespace {

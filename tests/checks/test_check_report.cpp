@@ -114,7 +114,9 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
   EXPECT_NE(err.find("unknown metric 'nope'; known metrics: "), std::string::npos) << err;
   EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
             kExitBadInput);
-  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"), std::string::npos) << err;
+  EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"),
+            std::string::npos)
+      << err;
 }
 
 checks::PropertyResult prop(const char* name, checks::Status s) {
@@ -147,8 +149,9 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
   e = checks::compare_expectations({skipped}, {{"graph_replay", "PASS"}});
   EXPECT_FALSE(e.ok);
   ASSERT_EQ(e.lines.size(), 1u);
-  EXPECT_EQ(e.lines[0], "expect graph_replay PASS: not met: it is SKIP (no step after the capture; "
-                        "to make it compare: use --steps 3)");
+  EXPECT_EQ(e.lines[0],
+            "expect graph_replay PASS: not met: it is SKIP (no step after the capture; "
+            "to make it compare: use --steps 3)");
   EXPECT_TRUE(checks::compare_expectations({skipped}, {{"graph_replay", "SKIP"}}).ok);
 
   e = checks::compare_expectations(props, {{"exactly_once", "FAIL"}, {"collective_symmetry", "PASS"}});
@@ -175,7 +178,8 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
             kExitPropertyFailed) << out << err;
   EXPECT_NE(out.find("expect graph_replay PASS: not met: it is SKIP (the scenario has no graphs; "
                      "to make it compare: use --graphs per-layer"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_NE(err.find("parity check: expect graph_replay PASS: not met"), std::string::npos) << err;
   // An expected FAIL that happens is not an error.
   EXPECT_EQ(run({"check", write("fail.json", R"({"sharded_reduction": "FAIL", "graph_replay": "SKIP"})"),
@@ -245,7 +249,8 @@ TEST(CheckHeader, DescribesTheScenarioAsGiven) {
   ASSERT_TRUE(plan.a.metrics.empty());
   const std::string header = checks::check_header(s, plan, "embedded default");
   EXPECT_NE(header.find("recompute " + s.recompute + ", graphs full-iteration (warmup 1)"),
-            std::string::npos) << header;
+            std::string::npos)
+      << header;
   EXPECT_NE(header.find(std::to_string(plan.c.metrics.size()) + " metric(s)"), std::string::npos)
       << header;
   EXPECT_EQ(header.find("graphs none"), std::string::npos) << header;
@@ -256,11 +261,36 @@ TEST(CheckHeader, DescribesTheScenarioAsGiven) {
 // parity check says how to make it compare.
 TEST(CheckCommand, FullIterationWithoutAReplayStepIsSkipWithAHint) {
   std::string out, err;
-  const std::vector<std::string> flags = {"check", "--tp", "2", "--cp", "1", "--dp", "1",
-      "--sp=false", "--hidden", "16", "--heads", "2", "--ffn-hidden", "32", "--seq", "8",
-      "--vocab", "8", "--layers", "1", "--micro-batch", "1", "--microbatches", "1",
-      "--recompute", "none", "--graphs", "full-iteration",
-      "--metrics", "layer-residual-contribution-l2"};
+  const std::vector<std::string> flags = {"check",
+                                          "--tp",
+                                          "2",
+                                          "--cp",
+                                          "1",
+                                          "--dp",
+                                          "1",
+                                          "--sp=false",
+                                          "--hidden",
+                                          "16",
+                                          "--heads",
+                                          "2",
+                                          "--ffn-hidden",
+                                          "32",
+                                          "--seq",
+                                          "8",
+                                          "--vocab",
+                                          "8",
+                                          "--layers",
+                                          "1",
+                                          "--micro-batch",
+                                          "1",
+                                          "--microbatches",
+                                          "1",
+                                          "--recompute",
+                                          "none",
+                                          "--graphs",
+                                          "full-iteration",
+                                          "--metrics",
+                                          "layer-residual-contribution-l2"};
   EXPECT_EQ(run(flags, &out, &err), kExitOk) << out << err;
   EXPECT_NE(out.find("recompute none, graphs full-iteration (warmup 1)"), std::string::npos) << out;
   EXPECT_NE(out.find("graph_replay          SKIP"), std::string::npos) << out;

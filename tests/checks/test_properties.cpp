@@ -306,7 +306,8 @@ TEST(Properties, RecomputeInvarianceJudgesAnFp32ResidualStreamWithFp32Tolerances
   a.ranks[0].steps[1].loss = c.ranks[0].steps[1].loss * (1 + 4e-10);
   PropertyResult p = check_recompute_invariance(a, c);
   EXPECT_EQ(p.status, Status::pass) << p.reason;
-  EXPECT_NE(p.note.find("fp32 (fp64 model, fp32 residual stream) rel 1e-06"), std::string::npos) << p.note;
+  EXPECT_NE(p.note.find("fp32 (fp64 model, fp32 residual stream) rel 1e-06"), std::string::npos)
+      << p.note;
   // Without the fp32 residual stream the same differences exceed fp64's tolerance.
   a.config.fp32_residual = c.config.fp32_residual = false;
   p = check_recompute_invariance(a, c);
@@ -346,8 +347,7 @@ TEST(Properties, GraphReplaySkipsWithoutAStepAfterTheCapture) {
 // Every SKIP of every property says how to make it compare; none is a PASS.
 TEST(Properties, EverySkipSaysWhyAndHowToCompare) {
   const CheckRun a = eager_run("a"), c = eager_run("c");
-  std::vector<PropertyResult> skipped = {check_recompute_invariance(a, c),
-                                         check_graph_replay(a, c),
+  std::vector<PropertyResult> skipped = {check_recompute_invariance(a, c), check_graph_replay(a, c),
                                          check_collective_symmetry({&a})};
   CheckRun no_metrics = eager_run("a");
   for (StepData& d : no_metrics.ranks[0].steps) d.metrics.clear();
@@ -394,8 +394,9 @@ TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
 TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
   std::vector<std::string> names;
   for (const Property* p : registered_properties()) names.emplace_back(p->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"exactly_once", "recompute_invariance", "sharded_reduction",
-                                             "graph_replay", "determinism", "collective_symmetry"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"exactly_once", "recompute_invariance", "sharded_reduction",
+                                      "graph_replay", "determinism", "collective_symmetry"}));
 }
 
 }  // namespace

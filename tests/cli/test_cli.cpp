@@ -32,16 +32,73 @@ ParsedCommand parse(std::vector<std::string> a) {
 }
 
 TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
-  const ParsedCommand p = parse(
-      {"run", "--tp", "2", "--cp", "2", "--dp", "3", "--sp", "--launch", "processes", "--seed",
-       "99", "--timeout", "2.5", "--report", "r.json", "--inject", "crash-rank=1", "--inject",
-       "hang-rank=2", "--check-collectives", "--hidden", "96", "--heads", "6", "--ffn-hidden",
-       "128", "--layers", "5", "--seq", "32", "--micro-batch", "3", "--microbatches", "4",
-       "--steps", "7", "--vocab", "200", "--dtype", "bf16", "--fp32-residual", "--dropout", "0.1",
-       "--norm", "rmsnorm", "--activation", "swiglu", "--recompute", "selective:core_attn,mlp",
-       "--recompute-layers", "2", "--graphs", "per-layer", "--graph-warmup", "0", "--trace",
-       "t.jsonl", "--gather-output", "--runtime-gather-output", "off", "--lr", "0.25",
-       "--backend", "reference", "--metrics", "global-output-logits-l2,layer-residual-accumulator-l2"});
+  const ParsedCommand p = parse({"run",
+                                 "--tp",
+                                 "2",
+                                 "--cp",
+                                 "2",
+                                 "--dp",
+                                 "3",
+                                 "--sp",
+                                 "--launch",
+                                 "processes",
+                                 "--seed",
+                                 "99",
+                                 "--timeout",
+                                 "2.5",
+                                 "--report",
+                                 "r.json",
+                                 "--inject",
+                                 "crash-rank=1",
+                                 "--inject",
+                                 "hang-rank=2",
+                                 "--check-collectives",
+                                 "--hidden",
+                                 "96",
+                                 "--heads",
+                                 "6",
+                                 "--ffn-hidden",
+                                 "128",
+                                 "--layers",
+                                 "5",
+                                 "--seq",
+                                 "32",
+                                 "--micro-batch",
+                                 "3",
+                                 "--microbatches",
+                                 "4",
+                                 "--steps",
+                                 "7",
+                                 "--vocab",
+                                 "200",
+                                 "--dtype",
+                                 "bf16",
+                                 "--fp32-residual",
+                                 "--dropout",
+                                 "0.1",
+                                 "--norm",
+                                 "rmsnorm",
+                                 "--activation",
+                                 "swiglu",
+                                 "--recompute",
+                                 "selective:core_attn,mlp",
+                                 "--recompute-layers",
+                                 "2",
+                                 "--graphs",
+                                 "per-layer",
+                                 "--graph-warmup",
+                                 "0",
+                                 "--trace",
+                                 "t.jsonl",
+                                 "--gather-output",
+                                 "--runtime-gather-output",
+                                 "off",
+                                 "--lr",
+                                 "0.25",
+                                 "--backend",
+                                 "reference",
+                                 "--metrics",
+                                 "global-output-logits-l2,layer-residual-accumulator-l2"});
   ASSERT_TRUE(p.errors.empty()) << p.errors.front();
   EXPECT_EQ(p.command, "run");
   const RunConfig& c = p.config;
@@ -78,8 +135,8 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.runtime_gather_output, RuntimeGatherOption::off);
   EXPECT_EQ(c.lr, 0.25);
   EXPECT_EQ(c.backend, "reference");
-  EXPECT_EQ(c.metrics, (std::vector<std::string>{"global-output-logits-l2",
-                                                 "layer-residual-accumulator-l2"}));
+  EXPECT_EQ(c.metrics,
+            (std::vector<std::string>{"global-output-logits-l2", "layer-residual-accumulator-l2"}));
   // Every field of the table was given a non-default value above.
   const RunConfig defaults;
   for (const RunConfigField& f : run_config_fields())
@@ -203,8 +260,9 @@ TEST(CommandLine, HelpListsNegationsAndOnlyRealCommands) {
     EXPECT_NE(out.str().find(negation), std::string::npos) << negation << " in\n" << out.str();
   Args sweep({"sweep"});
   EXPECT_EQ(run_command_line(sweep.argc(), sweep.argv.data(), out, err), kExitBadInput);
-  EXPECT_EQ(err.str(), "parity: unknown command \"sweep\" (known: check, selfcheck, run, repro, "
-                       "mutants; see parity --help)\n");
+  EXPECT_EQ(err.str(),
+            "parity: unknown command \"sweep\" (known: check, selfcheck, run, repro, "
+            "mutants; see parity --help)\n");
 }
 
 // Issue 10: the embedded default's values are named as such.
@@ -226,7 +284,8 @@ TEST(CommandLine, ErrorsNameTheSourceOfValuesNotTyped) {
       << p.errors[0];
   // A value the user typed carries no note.
   p = parse({"run", "--sp"});
-  EXPECT_EQ(p.errors, (std::vector<std::string>{"--sp: sequence parallelism requires tp > 1 (tp = 1)"}));
+  EXPECT_EQ(p.errors,
+            (std::vector<std::string>{"--sp: sequence parallelism requires tp > 1 (tp = 1)"}));
   // A scenario file names itself, for its own keys and for the keys a rule reads.
   files::TempDir dir("parity-cli-sources");
   const std::string file = dir.path() + "/s.json";
@@ -234,20 +293,20 @@ TEST(CommandLine, ErrorsNameTheSourceOfValuesNotTyped) {
   p = parse({"check", file, "--recompute", "full-block"});
   ASSERT_EQ(p.errors.size(), 2u) << p.errors[0];
   EXPECT_EQ(p.errors[0], file + ": \"sp\" = true: sequence parallelism requires tp > 1 (tp = 1)");
-  EXPECT_NE(p.errors[1].find("(" + file + " sets --graphs per-layer; pass --graphs to override it)"),
-            std::string::npos)
+  EXPECT_NE(
+      p.errors[1].find("(" + file + " sets --graphs per-layer; pass --graphs to override it)"),
+      std::string::npos)
       << p.errors[1];
 }
 
 TEST(CommandLine, MetricsTheModelCannotObserveAreRejected) {
-  for (const char* metric : {"layer-router-logits-l2", "layer-router-decision-entropy",
-                             "global-mtp-logits-l2"}) {
+  for (const char* metric :
+       {"layer-router-logits-l2", "layer-router-decision-entropy", "global-mtp-logits-l2"}) {
     for (const char* command : {"run", "check"}) {
       const ParsedCommand p = parse({command, "--metrics", metric});
       ASSERT_EQ(p.errors.size(), 1u) << command << " " << metric;
-      EXPECT_EQ(p.errors[0].rfind("--metrics " + std::string(metric) + ": metric " + metric +
-                                      " reads ",
-                                  0),
+      EXPECT_EQ(p.errors[0].rfind(
+                    "--metrics " + std::string(metric) + ": metric " + metric + " reads ", 0),
                 0u)
           << p.errors[0];
       EXPECT_NE(p.errors[0].find("it needs "), std::string::npos) << p.errors[0];
@@ -260,8 +319,8 @@ TEST(CommandLine, MetricsTheModelCannotObserveAreRejected) {
 // ------------------------------------------------------------ every option, a bad value
 
 struct BadValue {
-  std::string flag;                // "--tp"
-  std::vector<std::string> args;   // the command-line words after the command
+  std::string flag;               // "--tp"
+  std::vector<std::string> args;  // the command-line words after the command
 };
 
 void PrintTo(const BadValue& b, std::ostream* os) {
@@ -275,25 +334,40 @@ std::vector<BadValue> bad_values() {
     return BadValue{"--" + flag, {"--" + flag, value}};
   };
   return {
-      one("tp", "0"),           one("cp", "-2"),
-      one("dp", "two"),         {"--sp", {"--sp=maybe"}},
-      one("launch", "mpi"),     one("backend", "cuda-nope"),
-      one("seed", "-5"),        one("timeout", "-1"),
+      one("tp", "0"),
+      one("cp", "-2"),
+      one("dp", "two"),
+      {"--sp", {"--sp=maybe"}},
+      one("launch", "mpi"),
+      one("backend", "cuda-nope"),
+      one("seed", "-5"),
+      one("timeout", "-1"),
       one("report", "/nonexistent-parity-dir/r.json"),
-      one("inject", "boom"),    {"--check-collectives", {"--check-collectives=maybe"}},
-      one("hidden", "0"),       one("heads", "-1"),
-      one("ffn-hidden", "0"),   one("layers", "0"),
-      one("seq", "0"),          one("micro-batch", "0"),
-      one("microbatches", "0"), one("steps", "0"),
-      one("vocab", "1.5"),      one("dtype", "fp16"),
+      one("inject", "boom"),
+      {"--check-collectives", {"--check-collectives=maybe"}},
+      one("hidden", "0"),
+      one("heads", "-1"),
+      one("ffn-hidden", "0"),
+      one("layers", "0"),
+      one("seq", "0"),
+      one("micro-batch", "0"),
+      one("microbatches", "0"),
+      one("steps", "0"),
+      one("vocab", "1.5"),
+      one("dtype", "fp16"),
       {"--fp32-residual", {"--fp32-residual=maybe"}},
-      one("dropout", "1.5"),    one("norm", "batchnorm"),
-      one("activation", "relu"), one("recompute", "partial"),
-      one("recompute-layers", "0"), one("graphs", "cuda"),
-      one("graph-warmup", "-1"), one("trace", "/nonexistent-parity-dir/t.jsonl"),
+      one("dropout", "1.5"),
+      one("norm", "batchnorm"),
+      one("activation", "relu"),
+      one("recompute", "partial"),
+      one("recompute-layers", "0"),
+      one("graphs", "cuda"),
+      one("graph-warmup", "-1"),
+      one("trace", "/nonexistent-parity-dir/t.jsonl"),
       {"--gather-output", {"--gather-output=maybe"}},
       one("runtime-gather-output", "sometimes"),
-      one("lr", "-0.5"),        one("metrics", "nope"),
+      one("lr", "-0.5"),
+      one("metrics", "nope"),
   };
 }
 
@@ -332,8 +406,10 @@ TEST(CommandLine, EveryOptionHasABadValueCase) {
 
 // mutants' own numbers: a negative seed no longer wraps.
 TEST(CommandLine, MutantsOptionsHaveRangeRules) {
-  for (const std::vector<std::string>& a : std::vector<std::vector<std::string>>{
-           {"mutants", "--seed", "-5"}, {"mutants", "--cases", "0"}, {"mutants", "--shrink-steps", "-1"}}) {
+  for (const std::vector<std::string>& a :
+       std::vector<std::vector<std::string>>{{"mutants", "--seed", "-5"},
+                                             {"mutants", "--cases", "0"},
+                                             {"mutants", "--shrink-steps", "-1"}}) {
     const ParsedCommand p = parse(a);
     ASSERT_EQ(p.errors.size(), 1u) << a[1];
     EXPECT_NE(p.errors[0].find(a[1]), std::string::npos) << p.errors[0];

@@ -165,14 +165,16 @@ TEST(RunConfigValidation, RecomputeLayersInRangeForFullModes) {
   RunConfig c;
   c.recompute = "full-uniform";
   c.recompute_layers = 3;
-  expect_only(c, "--recompute-layers 3: must be in [1, 2] (the number of layers) with "
-                 "recompute full-uniform");
+  expect_only(c,
+              "--recompute-layers 3: must be in [1, 2] (the number of layers) with "
+              "recompute full-uniform");
   c.recompute = "full-block";
   c.recompute_layers = 0;
   expect_only(c, "--recompute-layers 0: must be >= 1");  // the field's own range, in every mode
   c.recompute_layers = 3;
-  expect_only(c, "--recompute-layers 3: must be in [1, 2] (the number of layers) with "
-                 "recompute full-block");
+  expect_only(c,
+              "--recompute-layers 3: must be in [1, 2] (the number of layers) with "
+              "recompute full-block");
   c.recompute_layers = 2;
   EXPECT_TRUE(validate_run_config(c).empty());
   // Ignored outside the full modes (beyond its own range).
@@ -183,8 +185,9 @@ TEST(RunConfigValidation, RecomputeLayersInRangeForFullModes) {
   c.layers = 5;
   c.recompute = "full-uniform";
   c.recompute_layers = 2;
-  expect_only(c, "--recompute-layers 2: must divide the number of layers 5 with recompute "
-                 "full-uniform (chunks of equal size)");
+  expect_only(c,
+              "--recompute-layers 2: must divide the number of layers 5 with recompute "
+              "full-uniform (chunks of equal size)");
   c.recompute = "full-block";
   EXPECT_TRUE(validate_run_config(c).empty());
 }
@@ -284,7 +287,8 @@ TEST(RunConfigValidation, BackendIsARegisteredName) {
 TEST(RunConfigValidation, OutputFoldersMustExist) {
   RunConfig c;
   c.report = "/nonexistent-parity-dir/r.json";
-  expect_only(c, "--report /nonexistent-parity-dir/r.json: folder /nonexistent-parity-dir does not exist");
+  expect_only(
+      c, "--report /nonexistent-parity-dir/r.json: folder /nonexistent-parity-dir does not exist");
   c = {};
   c.trace = "t.jsonl";  // the working directory
   EXPECT_TRUE(validate_run_config(c).empty());
@@ -294,9 +298,10 @@ TEST(RunConfigValidation, OutputFoldersMustExist) {
 TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
   RunConfig c;
   c.metrics = {"global-output-logits-l2", "global-mtp-logits-l2"};
-  expect_only(c, "--metrics global-output-logits-l2,global-mtp-logits-l2: metric "
-                 "global-mtp-logits-l2 reads mtp_logits, which the model has no observation site "
-                 "for: it needs multi-token prediction layers (parity's model has no MTP head)");
+  expect_only(c,
+              "--metrics global-output-logits-l2,global-mtp-logits-l2: metric "
+              "global-mtp-logits-l2 reads mtp_logits, which the model has no observation site "
+              "for: it needs multi-token prediction layers (parity's model has no MTP head)");
   c.metrics = {"layer-router-logits-l2"};
   const std::vector<std::string> lines = cli_lines(c);
   ASSERT_EQ(lines.size(), 1u);
@@ -311,7 +316,8 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
   int ranged = 0;
   for (const RunConfigField& f : run_config_fields()) {
     if (!f.range) {
-      EXPECT_TRUE(f.type != FieldType::integer && f.type != FieldType::real) << f.key << " has no range";
+      EXPECT_TRUE(f.type != FieldType::integer && f.type != FieldType::real)
+          << f.key << " has no range";
       continue;
     }
     ++ranged;
@@ -377,8 +383,9 @@ TEST(RunConfigValidation, ModelRulesMapOntoRunKeys) {
   EXPECT_TRUE(sp.violations(4, 2, 1).empty());
   RunConfig strict;
   strict.tp = 4, strict.cp = 2, strict.sp = true, strict.seq = 8;
-  expect_only(strict, "--seq 8: sequence length 8 is not divisible by 2*cp*tp = 16 (context-parallel "
-                 "load-balanced chunks, each split over tp by sequence parallelism)");
+  expect_only(strict,
+              "--seq 8: sequence length 8 is not divisible by 2*cp*tp = 16 (context-parallel "
+              "load-balanced chunks, each split over tp by sequence parallelism)");
   // The same rules, straight from the model.
   const std::vector<ModelConfigViolation> m = model_config_from(c).violations(1, 1, 1);
   ASSERT_EQ(m.size(), 1u);
@@ -395,7 +402,8 @@ TEST(ValueSources, DescribeNamesTheSourceAndTheOverride) {
   s.set("graphs", {ValueOrigin::scenario_file, "f.json"});
   s.set("recompute", {ValueOrigin::command_line, ""});
   std::vector<std::string> lines;
-  for (const ConfigViolation& v : validate_run_config(c)) lines.push_back(describe_violation(v, s, c));
+  for (const ConfigViolation& v : validate_run_config(c))
+    lines.push_back(describe_violation(v, s, c));
   EXPECT_EQ(lines, (std::vector<std::string>{
                        "--sp: sequence parallelism requires tp > 1 (tp = 1) (the embedded default "
                        "sets --sp; pass --no-sp)",

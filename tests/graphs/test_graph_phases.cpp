@@ -10,10 +10,10 @@
 #include <map>
 
 #include "harness/backend/registry.h"
-#include "harness/observation/execution_point.h"
-#include "harness/model/gpt_model.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/graphs/graph_runner.h"
+#include "harness/model/gpt_model.h"
+#include "harness/observation/execution_point.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {

@@ -9,13 +9,13 @@
 #include <limits>
 #include <map>
 
+#include "harness/faults/code_path_faults.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/metrics/placement.h"
-#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/process_groups.h"
 

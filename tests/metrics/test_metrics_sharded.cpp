@@ -15,11 +15,11 @@
 #include <map>
 #include <sstream>
 
+#include "harness/faults/code_path_faults.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
-#include "harness/faults/code_path_faults.h"
 #include "tests/reference/rank_threads.h"
 
 namespace parity {
@@ -351,7 +351,9 @@ struct FaultCase {
   std::vector<std::string> wrong, exact;  // statistics at "global"
 };
 
-void PrintTo(const FaultCase& f, std::ostream* os) { *os << info(f.fault).name << " on " << f.layout.name; }
+void PrintTo(const FaultCase& f, std::ostream* os) {
+  *os << info(f.fault).name << " on " << f.layout.name;
+}
 
 class ShardedMetricsFaults : public ::testing::TestWithParam<FaultCase> {};
 

@@ -7,9 +7,9 @@
 #include <map>
 
 #include "harness/backend/registry.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/gpt_model.h"
-#include "harness/faults/code_path_faults.h"
 #include "tests/backend/gradcheck.h"
 
 namespace parity {
@@ -354,8 +354,8 @@ TEST(ModelObservationSites, SevenFieldsPerSiteOncePerMicrobatchInOrder) {
                         std::nullopt, hidden_shape);
     expect.emplace_back(L + ".self_attention", "attention_context", SourceKind::attention_context,
                         -1, hidden_shape);
-    expect.emplace_back(L + ".pre_mlp_layernorm", "layernorm_output",
-                        SourceKind::layernorm_output, std::nullopt, hidden_shape);
+    expect.emplace_back(L + ".pre_mlp_layernorm", "layernorm_output", SourceKind::layernorm_output,
+                        std::nullopt, hidden_shape);
     expect.emplace_back(L + ".mlp", "mlp_output", SourceKind::mlp_output, std::nullopt,
                         hidden_shape);
     expect.emplace_back(L, "residual_accumulator", SourceKind::residual_accumulator, std::nullopt,
@@ -378,7 +378,8 @@ TEST(ModelObservationSites, SevenFieldsPerSiteOncePerMicrobatchInOrder) {
     EXPECT_EQ(s.shape, shape) << i;
   }
   // The residual stream is consistent: accumulator(l+1) = accumulator(l) + contribution(l).
-  EXPECT_TRUE(at::allclose(rec.seen[10].tensor, rec.seen[4].tensor + rec.seen[5].tensor, 1e-14, 1e-14));
+  EXPECT_TRUE(
+      at::allclose(rec.seen[10].tensor, rec.seen[4].tensor + rec.seen[5].tensor, 1e-14, 1e-14));
 }
 
 TEST(ModelObservationSites, RuntimeGatherOverrideLabelsTheLogits) {

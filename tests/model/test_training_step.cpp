@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/backend/registry.h"
-#include "harness/config/model_mapping.h"
-#include "harness/model/gpt_model.h"
 #include "harness/cli/run_output.h"
 #include "harness/config/launch_mapping.h"
+#include "harness/config/model_mapping.h"
 #include "harness/driver/training_step.h"
+#include "harness/model/gpt_model.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {

@@ -35,9 +35,11 @@ class ScopeOrderDeathTest : public ::testing::Test {
 };
 
 TEST_F(ScopeOrderDeathTest, CaptureEndedBeforeAnInnerCaptureAborts) {
-  EXPECT_DEATH(end_outer_first([&] { return std::make_unique<TensorObservationCapture>(ignore(), KindSet::all()); },
-                               [&] { return std::make_unique<TensorObservationCapture>(ignore(), KindSet::all()); }),
-               "TensorObservationCapture destroyed out of order");
+  EXPECT_DEATH(
+      end_outer_first(
+          [&] { return std::make_unique<TensorObservationCapture>(ignore(), KindSet::all()); },
+          [&] { return std::make_unique<TensorObservationCapture>(ignore(), KindSet::all()); }),
+      "TensorObservationCapture destroyed out of order");
 }
 
 TEST_F(ScopeOrderDeathTest, SuspensionEndedBeforeAnInnerSuspensionAborts) {
@@ -47,15 +49,20 @@ TEST_F(ScopeOrderDeathTest, SuspensionEndedBeforeAnInnerSuspensionAborts) {
 }
 
 TEST_F(ScopeOrderDeathTest, ExecutionPointScopeEndedBeforeAPhaseScopeAborts) {
-  EXPECT_DEATH(end_outer_first([&] { return std::make_unique<ExecutionPointScope>(ExecutionPoint{1, 0}); },
-                               [&] { return std::make_unique<GraphPhaseScope>(GraphPhase::record); }),
+  EXPECT_DEATH(end_outer_first(
+                   [&] {
+                     return std::make_unique<ExecutionPointScope>(ExecutionPoint{1, 0});
+                   },
+                   [&] { return std::make_unique<GraphPhaseScope>(GraphPhase::record); }),
                "ExecutionPointScope destroyed out of order");
 }
 
 TEST_F(ScopeOrderDeathTest, FaultScopeEndedBeforeAnInnerFaultScopeAborts) {
-  EXPECT_DEATH(end_outer_first([&] { return std::make_unique<CodePathFaultScope>(CodePathFault::mean_of_means); },
-                               [&] { return std::make_unique<CodePathFaultScope>(CodePathFault::sqrt_before_sum); }),
-               "CodePathFaultScope destroyed out of order");
+  EXPECT_DEATH(
+      end_outer_first(
+          [&] { return std::make_unique<CodePathFaultScope>(CodePathFault::mean_of_means); },
+          [&] { return std::make_unique<CodePathFaultScope>(CodePathFault::sqrt_before_sum); }),
+      "CodePathFaultScope destroyed out of order");
 }
 
 TEST_F(ScopeOrderDeathTest, RecomputeLogScopeEndedBeforeAnInnerOneAborts) {

@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "harness/observation/tensor_observation.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/observation/tensor_observation.h"
 
 namespace parity {
 namespace {

@@ -10,8 +10,8 @@
 #include <optional>
 #include <thread>
 
-#include "harness/parallel/collective.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/parallel/collective.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/process_groups.h"
@@ -98,7 +98,7 @@ TEST(RankStatus, AWriterThatDiedMidWriteDoesNotBlockReaders) {
   RankStatusRecord record{};
   RankStatus status(&record);
   status.set_error("first");
-  record.version.store(5);  // odd forever: the writer crashed
+  record.version.store(5);                               // odd forever: the writer crashed
   std::memset(record.error, 'x', sizeof(record.error));  // not even NUL-terminated
   const std::string e = status.error();
   EXPECT_EQ(e, std::string(sizeof(record.error) - 1, 'x'));

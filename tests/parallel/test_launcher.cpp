@@ -188,7 +188,10 @@ TEST(Launcher, RegisteredProgramsAndUnknownNames) {
 
 TEST(Launcher, EnvModeReadsTorchrunAndSlurmVariables) {
   RunConfig c = layout(2, 1, 1, LaunchMode::env);
-  Env env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+  Env env = {{"RANK", "1"},
+             {"WORLD_SIZE", "2"},
+             {"LOCAL_RANK", "1"},
+             {"MASTER_ADDR", "127.0.0.1"},
              {"MASTER_PORT", "29500"}};
   EnvRank e;
   EXPECT_TRUE(read_env_rank(c, &e, reader_of(env)).empty());
@@ -284,8 +287,8 @@ TEST(Launcher, EnvModeUnderTorchrunsAgentStoreConnectsEveryRankAsAClient) {
     ASSERT_EQ(errors[rank], "");
     ASSERT_TRUE(results[rank].ok()) << results[rank].failure->text();
     // The agent's own keys live in the same store: parity's are under a prefix.
-    EXPECT_EQ(results[rank].rendezvous, "TCPStore 127.0.0.1:" + port +
-                                            " (torchrun agent's, keys under /parity/attempt_0/)");
+    EXPECT_EQ(results[rank].rendezvous,
+              "TCPStore 127.0.0.1:" + port + " (torchrun agent's, keys under /parity/attempt_0/)");
   }
   // Rank 0 gathered both results (as bytes over the world group).
   EXPECT_TRUE(self_check_passed(results[0])) << format_self_check_table(results[0]);
@@ -306,8 +309,8 @@ TEST(Launcher, EnvModeSingleRankBindsTheMasterPort) {
       port = std::to_string(probe->port());
     }
     LaunchOptions options;
-    options.getenv = reader_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
-                                {"MASTER_PORT", port}});
+    options.getenv = reader_of(
+        {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}});
     r = launch(c, kSelfCheckProgram, options);
     if (r.ok() || r.failure->text().find("address in use") == std::string::npos) break;
   }
@@ -318,7 +321,8 @@ TEST(Launcher, EnvModeSingleRankBindsTheMasterPort) {
 
 TEST(Launcher, RankProgramsGetTheSpecAndTheirOwnArguments) {
   register_rank_program("test-arguments", [](RankContext& ctx) {
-    return nlohmann::json{{"echo", ctx.arguments}, {"tp", ctx.spec.tp}, {"transport", ctx.spec.transport}};
+    return nlohmann::json{
+        {"echo", ctx.arguments}, {"tp", ctx.spec.tp}, {"transport", ctx.spec.transport}};
   });
   LaunchSpec spec;
   spec.tp = 2;

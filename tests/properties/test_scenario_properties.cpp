@@ -14,8 +14,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/checks/check.h"
 #include "harness/base/files.h"
+#include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
 #include "scenarios/generators.h"
@@ -151,25 +151,27 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   rc::detail::TestMetadata metadata;
   metadata.id = "ScenarioGenerators/coverage";
   scenarios::QuietListener quiet;
-  rc::detail::checkProperty(
-      rc::detail::toProperty([&] {
-        const RunConfig c = *scenarios::gen_scenario();
-        const std::string prefix = std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
-        if (c.recompute.rfind("selective:", 0) == 0) {
-          for (const char* module : {"core_attn", "layernorm", "mlp"})
-            if (c.recompute.find(module) != std::string::npos)
-              seen.insert(prefix + "selective:" + module);
-        } else {
-          seen.insert(prefix + c.recompute);
-        }
-      }),
-      metadata, params, quiet);
+  rc::detail::checkProperty(rc::detail::toProperty([&] {
+                              const RunConfig c = *scenarios::gen_scenario();
+                              const std::string prefix =
+                                  std::string(to_string(c.dtype)) +
+                                  (c.fp32_residual ? "+fp32-residual " : " ");
+                              if (c.recompute.rfind("selective:", 0) == 0) {
+                                for (const char* module : {"core_attn", "layernorm", "mlp"})
+                                  if (c.recompute.find(module) != std::string::npos)
+                                    seen.insert(prefix + "selective:" + module);
+                              } else {
+                                seen.insert(prefix + c.recompute);
+                              }
+                            }),
+                            metadata, params, quiet);
   std::vector<std::string> missing;
   for (const char* dtype : {"fp32", "fp64", "bf16"})
     for (const char* residual : {" ", "+fp32-residual "})
       for (const char* kind : {"none", "full-uniform", "full-block", "selective:core_attn",
                                "selective:layernorm", "selective:mlp"})
-        if (!seen.count(std::string(dtype) + residual + kind)) missing.push_back(std::string(dtype) + residual + kind);
+        if (!seen.count(std::string(dtype) + residual + kind))
+          missing.push_back(std::string(dtype) + residual + kind);
   EXPECT_TRUE(missing.empty()) << "never generated: " << ::testing::PrintToString(missing);
 }
 

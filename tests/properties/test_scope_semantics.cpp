@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "harness/observation/tensor_observation.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/observation/tensor_observation.h"
 #include "scenarios/quiet_listener.h"
 
 namespace parity {

@@ -63,7 +63,8 @@ TEST(ShardedMetricCases, catches_mean_of_means_with_unequal_populations) {
   // A mean of means differs only where the shards' populations differ.
   bool unequal = false;
   for (Axis axis : kModelAxes)
-    for (std::int64_t n : last.axis(axis).split) unequal = unequal || n != last.axis(axis).split.front();
+    for (std::int64_t n : last.axis(axis).split)
+      unequal = unequal || n != last.axis(axis).split.front();
   EXPECT_TRUE(unequal || last.microbatches == 2) << to_json(last).dump();
 }
 

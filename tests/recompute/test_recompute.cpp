@@ -14,14 +14,14 @@
 #include <tuple>
 
 #include "harness/backend/registry.h"
-#include "harness/observation/execution_point.h"
-#include "harness/model/gpt_model.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/model/gpt_model.h"
+#include "harness/observation/execution_point.h"
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rank_status.h"
 #include "harness/parallel/rendezvous.h"
-#include "harness/runtime/runtime_faults.h"
 #include "harness/recompute/checkpoint.h"
+#include "harness/runtime/runtime_faults.h"
 
 namespace parity {
 namespace {

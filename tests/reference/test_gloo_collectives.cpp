@@ -154,14 +154,14 @@ TEST(GlooRuntime, FingerprintsCatchADifferentOpNamingBothRanksWithoutHanging) {
   // kind says it did not hang (no wall-clock bound needed).
   options.timeout = std::chrono::seconds(60);
   options.communicator.check_collectives = true;
-  auto run = run_thread_ranks(topo, options, [&](int rank, RankGroups& g, RankStatus&,
-                                                  Expect&, RankOutcome&) {
-    g.tp->all_reduce(at::ones({4}), ReduceOp::sum);  // #0 agrees everywhere
-    if (g.tp->rank() == 0)
-      g.tp->all_reduce(at::ones({4}), ReduceOp::sum);
-    else
-      g.tp->all_gather(at::ones({4}), 0);
-  });
+  auto run = run_thread_ranks(
+      topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect&, RankOutcome&) {
+        g.tp->all_reduce(at::ones({4}), ReduceOp::sum);  // #0 agrees everywhere
+        if (g.tp->rank() == 0)
+          g.tp->all_reduce(at::ones({4}), ReduceOp::sum);
+        else
+          g.tp->all_gather(at::ones({4}), 0);
+      });
   for (int r = 0; r < 8; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(run.outcomes[r].error_kind, "CollectiveMismatch") << run.report();
@@ -205,22 +205,23 @@ TEST(GlooRuntime, AMissingRankFailsTheOthersWithinTheTimeout) {
   // call has ended (however long a loaded machine takes), so their error is
   // the timeout, never a closed connection.
   std::atomic<int> ended{0};
-  auto run = run_thread_ranks(topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect&,
-                                                  RankOutcome& out) {
-    if (rank == kMissing) {
-      while (ended.load() < 7) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      return;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      g.world->all_reduce(at::ones({16}), ReduceOp::sum);
-    } catch (...) {
-      out.call_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      ++ended;
-      throw;
-    }
-    ++ended;
-  });
+  auto run = run_thread_ranks(
+      topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect&, RankOutcome& out) {
+        if (rank == kMissing) {
+          while (ended.load() < 7) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          g.world->all_reduce(at::ones({16}), ReduceOp::sum);
+        } catch (...) {
+          out.call_seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          ++ended;
+          throw;
+        }
+        ++ended;
+      });
   for (int r = 0; r < 8; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const RankOutcome& o = run.outcomes[r];
@@ -251,8 +252,8 @@ TEST(GlooRuntime, AMemberThatNeverJoinsFailsGroupCreationWithinTheTimeout) {
     message = e.what();
   }
   EXPECT_EQ(kind, "RendezvousError") << message;
-  EXPECT_EQ(message.rfind("cannot create Gloo group tp.cp0.dp0 (rank 0 of 2, timeout 1000 ms): ", 0),
-            0u)
+  EXPECT_EQ(
+      message.rfind("cannot create Gloo group tp.cp0.dp0 (rank 0 of 2, timeout 1000 ms): ", 0), 0u)
       << message;
 }
 
@@ -396,9 +397,8 @@ TEST(GlooRuntime, SixteenRanksCreateTheirGroups) {
   });
   EXPECT_EQ(run.report(), "");
   ::testing::Test::RecordProperty("group_setup_ms", std::to_string(int(run.setup_seconds * 1000)));
-  std::cout << "[ parity   ] 16 thread ranks (tp2 cp2 dp4): groups created in "
-            << run.setup_seconds << " s (slowest rank), whole run " << run.total_seconds
-            << " s\n";
+  std::cout << "[ parity   ] 16 thread ranks (tp2 cp2 dp4): groups created in " << run.setup_seconds
+            << " s (slowest rank), whole run " << run.total_seconds << " s\n";
 }
 
 }  // namespace

@@ -170,13 +170,16 @@ TEST(TraceRecorder, FlagsAContributionThatRequiresGradOrAliasesTheAccumulator) {
     observe_layer_residuals(layer, accumulator, output);
     // A contribution computed with autograd on, in place of the accumulator's
     // storage (a view), and a view observed under another layer's name.
-    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator, std::nullopt, 0, 1);
-    observe_tensor(layer, "residual_contribution", SourceKind::residual_contribution, output - accumulator,
+    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator,
                    std::nullopt, 0, 1);
-    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator, std::nullopt, 0, 1);
+    observe_tensor(layer, "residual_contribution", SourceKind::residual_contribution,
+                   output - accumulator, std::nullopt, 0, 1);
+    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator,
+                   std::nullopt, 0, 1);
     observe_tensor(layer, "residual_contribution", SourceKind::residual_contribution,
                    accumulator.detach().narrow(0, 1, 2), std::nullopt, 0, 1);
-    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator, std::nullopt, 0, 1);
+    observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, accumulator,
+                   std::nullopt, 0, 1);
     observe_tensor(other, "residual_contribution", SourceKind::residual_contribution,
                    accumulator.detach(), std::nullopt, 0, 1);
   }

@@ -25,10 +25,10 @@ PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& run
         }
         const GroupCalls& f = it->second.second;
         if (f.calls != g.calls || f.hash != g.hash)
-          fail(p, "(" + run->name + ") " + axis + " group: rank " + std::to_string(it->second.first) +
-                      " issued " + std::to_string(f.calls) + " collectives (hash " + f.hash +
-                      "), rank " + std::to_string(r.rank) + " " + std::to_string(g.calls) +
-                      " (hash " + g.hash + ")");
+          fail(p, "(" + run->name + ") " + axis + " group: rank " +
+                      std::to_string(it->second.first) + " issued " + std::to_string(f.calls) +
+                      " collectives (hash " + f.hash + "), rank " + std::to_string(r.rank) + " " +
+                      std::to_string(g.calls) + " (hash " + g.hash + ")");
       }
     if (run->ranks.empty() || run->ranks[0].collectives.empty())
       fail(p, "(" + run->name + ") reported no collective hashes");
@@ -37,8 +37,10 @@ PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& run
     return skip(p, "every group has one member: no rank has a peer to compare with",
                 "use --tp 2 (or --cp 2, --dp 2)");
   if (p.status == Status::pass)
-    p.reason = std::to_string(groups) + " groups of 2 or more ranks, every member issued the "
-               "identical sequence (" + std::to_string(calls) + " calls in all, one member each)";
+    p.reason = std::to_string(groups) +
+               " groups of 2 or more ranks, every member issued the "
+               "identical sequence (" +
+               std::to_string(calls) + " calls in all, one member each)";
   return p;
 }
 

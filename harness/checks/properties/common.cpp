@@ -10,9 +10,12 @@ namespace parity::checks {
 
 std::string_view to_string(Status s) {
   switch (s) {
-    case Status::pass: return "PASS";
-    case Status::fail: return "FAIL";
-    case Status::skip: return "SKIP";
+    case Status::pass:
+      return "PASS";
+    case Status::fail:
+      return "FAIL";
+    case Status::skip:
+      return "SKIP";
   }
   return "?";
 }
@@ -80,7 +83,8 @@ std::map<ObsKey, std::string> step_digests(const CheckRun& run) {
   std::map<ObsKey, std::string> out;
   for (const RankRun& r : run.ranks)
     for (const Observation& o : r.trace)
-      if (counting_phase(o.phase) && o.step >= 0) out[{o.rank, o.step, o.microbatch, o.site}] = o.digest;
+      if (counting_phase(o.phase) && o.step >= 0)
+        out[{o.rank, o.step, o.microbatch, o.site}] = o.digest;
   return out;
 }
 
@@ -155,8 +159,8 @@ std::int64_t compare_observations(const CheckRun& a, const CheckRun& c, Property
   return compared;
 }
 
-void compare_losses(const CheckRun& a, const CheckRun& c, PropertyResult& p,
-                    std::int64_t identical, double tol, const std::string& basis) {
+void compare_losses(const CheckRun& a, const CheckRun& c, PropertyResult& p, std::int64_t identical,
+                    double tol, const std::string& basis) {
   for (std::size_t r = 0; r < a.ranks.size() && r < c.ranks.size(); ++r)
     for (std::size_t s = 0; s < a.ranks[r].steps.size() && s < c.ranks[r].steps.size(); ++s) {
       const StepData &x = a.ranks[r].steps[s], &y = c.ranks[r].steps[s];
@@ -172,14 +176,16 @@ void compare_losses(const CheckRun& a, const CheckRun& c, PropertyResult& p,
         fail(p, "(" + a.name + ") rank " + std::to_string(r) + " step " + std::to_string(s) +
                     ": loss " + num(x.loss) + " != (" + c.name + ") " + num(y.loss) + " (bitwise)");
       if (x.logits_digest != y.logits_digest)
-        fail(p, "(" + a.name + ") rank " + std::to_string(r) + " step " + std::to_string(s) +
-                    ": logits digest " + x.logits_digest + " != (" + c.name + ") " + y.logits_digest,
+        fail(p,
+             "(" + a.name + ") rank " + std::to_string(r) + " step " + std::to_string(s) +
+                 ": logits digest " + x.logits_digest + " != (" + c.name + ") " + y.logits_digest,
              "output_layer.output_logits");
     }
 }
 
-std::int64_t compare_metrics_exact(const CheckRun& a, const CheckRun& c, PropertyResult& p,
-                                   const std::function<bool(std::int64_t, const std::string&)>& keep) {
+std::int64_t compare_metrics_exact(
+    const CheckRun& a, const CheckRun& c, PropertyResult& p,
+    const std::function<bool(std::int64_t, const std::string&)>& keep) {
   std::int64_t n = 0;
   if (a.ranks.empty() || c.ranks.empty()) return 0;
   const std::int64_t identical = steps_with_identical_weights(a, c);

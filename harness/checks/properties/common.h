@@ -12,8 +12,8 @@
 namespace parity::checks::detail {
 
 std::string num(double v);
-bool counting_phase(const std::string& phase);  // eager or record
-std::string metric_kind(const std::string& metric);  // "" when unknown
+bool counting_phase(const std::string& phase);                   // eager or record
+std::string metric_kind(const std::string& metric);              // "" when unknown
 std::string run_list(const std::vector<const CheckRun*>& runs);  // "(a), (b), (c)"
 
 using ObsKey = std::tuple<int, std::int64_t, std::int64_t, std::string>;  // rank, step, mb, site
@@ -21,7 +21,7 @@ using ObsKey = std::tuple<int, std::int64_t, std::int64_t, std::string>;  // ran
 std::map<ObsKey, std::string> step_digests(const CheckRun& run);
 std::string where(const std::string& run, const ObsKey& k);
 
-PropertyResult make(std::string name, std::string compared);  // status PASS
+PropertyResult make(std::string name, std::string compared);              // status PASS
 void fail(PropertyResult& p, std::string reason, std::string site = "");  // keeps the first
 // Turns a result that compared nothing into SKIP with its reason and hint.
 PropertyResult& skip(PropertyResult& p, std::string reason, std::string hint);
@@ -41,10 +41,12 @@ std::int64_t compare_observations(const CheckRun& a, const CheckRun& c, Property
 // with gradients that differ by rounding) compare losses within `tol`.
 // `basis` names the tolerance's precision in a FAIL ("fp32 (fp64 model, ...)").
 void compare_losses(const CheckRun& a, const CheckRun& c, PropertyResult& p,
-                    std::int64_t identical = 1 << 30, double tol = 0, const std::string& basis = "");
+                    std::int64_t identical = 1 << 30, double tol = 0,
+                    const std::string& basis = "");
 // Metric values of `a` against `c`, bitwise, for steps with identical weights;
 // `keep(step, kind)` filters.
-std::int64_t compare_metrics_exact(const CheckRun& a, const CheckRun& c, PropertyResult& p,
-                                   const std::function<bool(std::int64_t, const std::string&)>& keep);
+std::int64_t compare_metrics_exact(
+    const CheckRun& a, const CheckRun& c, PropertyResult& p,
+    const std::function<bool(std::int64_t, const std::string&)>& keep);
 
 }  // namespace parity::checks::detail

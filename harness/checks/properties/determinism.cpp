@@ -8,8 +8,7 @@ using namespace detail;
 PropertyResult check_determinism(const CheckRun& a, const CheckRun& again) {
   PropertyResult p = make("determinism", "(" + a.name + ") vs (" + again.name + ")");
   const std::string x = a.results.dump(), y = again.results.dump();
-  if (a.results.empty())
-    return skip(p, "(" + a.name + ") returned no rank result", "");
+  if (a.results.empty()) return skip(p, "(" + a.name + ") returned no rank result", "");
   if (x == y) {
     p.reason = "rank results byte-identical (" + std::to_string(x.size()) +
                " bytes of JSON without timing fields)";

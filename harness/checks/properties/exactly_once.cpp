@@ -18,9 +18,12 @@ namespace {
 // full-iteration graphs observe eagerly only before the capture).
 bool observed_in_counting_phase(const RunConfig& c, const std::string& kind, std::int64_t step) {
   switch (c.graphs) {
-    case GraphOption::none: return true;
-    case GraphOption::per_layer: return step == 0 || !inside_graphed_layer(kind);
-    case GraphOption::full_iteration: return step < c.graph_warmup;
+    case GraphOption::none:
+      return true;
+    case GraphOption::per_layer:
+      return step == 0 || !inside_graphed_layer(kind);
+    case GraphOption::full_iteration:
+      return step < c.graph_warmup;
   }
   return true;
 }
@@ -36,7 +39,8 @@ const CheckRun* order_reference(const CheckRun& run, const std::vector<const Che
     const RunConfig& c = r->config;
     if (r == &run || c.recompute != "none" || c.graphs != GraphOption::none) continue;
     if (c.tp == a.tp && c.cp == a.cp && c.dp == a.dp && c.sp == a.sp && c.layers == a.layers &&
-        c.steps == a.steps && c.microbatches == a.microbatches && r->ranks.size() == run.ranks.size())
+        c.steps == a.steps && c.microbatches == a.microbatches &&
+        r->ranks.size() == run.ranks.size())
       return r;
   }
   return nullptr;
@@ -45,7 +49,8 @@ const CheckRun* order_reference(const CheckRun& run, const std::vector<const Che
 // Per rank, step and microbatch: (run)'s eager/record observations against the
 // reference's, position by position (the site order; the grad mode too when
 // (run) has no recompute). Returns the sequences compared.
-std::int64_t compare_observation_order(const CheckRun& run, const CheckRun& ref, PropertyResult& p) {
+std::int64_t compare_observation_order(const CheckRun& run, const CheckRun& ref,
+                                       PropertyResult& p) {
   using Key = std::tuple<int, std::int64_t, std::int64_t>;  // rank, step, microbatch
   const bool same_grad_mode = run.config.recompute == "none";
   std::map<Key, std::vector<const Observation*>> got, want;
@@ -54,11 +59,13 @@ std::int64_t compare_observation_order(const CheckRun& run, const CheckRun& ref,
       if (counting_phase(o.phase) && o.step >= 0) got[{o.rank, o.step, o.microbatch}].push_back(&o);
   for (const RankRun& r : ref.ranks)
     for (const Observation& o : r.trace)
-      if (counting_phase(o.phase) && o.step >= 0 && observed_in_counting_phase(run.config, o.kind, o.step))
+      if (counting_phase(o.phase) && o.step >= 0 &&
+          observed_in_counting_phase(run.config, o.kind, o.step))
         want[{o.rank, o.step, o.microbatch}].push_back(&o);
   auto text = [](const Observation* o) {
-    return o == nullptr ? std::string("nothing")
-                        : o->site + " (" + o->phase + ", grad " + (o->grad_mode ? "on" : "off") + ")";
+    return o == nullptr
+               ? std::string("nothing")
+               : o->site + " (" + o->phase + ", grad " + (o->grad_mode ? "on" : "off") + ")";
   };
   std::int64_t compared = 0;
   for (const auto& [key, expected] : want) {
@@ -67,12 +74,14 @@ std::int64_t compare_observation_order(const CheckRun& run, const CheckRun& ref,
     for (std::size_t i = 0; i < std::max(seen.size(), expected.size()); ++i) {
       const Observation* x = i < seen.size() ? seen[i] : nullptr;
       const Observation* y = i < expected.size() ? expected[i] : nullptr;
-      if (x && y && x->site == y->site && (!same_grad_mode || x->grad_mode == y->grad_mode)) continue;
+      if (x && y && x->site == y->site && (!same_grad_mode || x->grad_mode == y->grad_mode))
+        continue;
       const auto& [rank, step, mb] = key;
-      fail(p, "(" + run.name + ") rank " + std::to_string(rank) + " step " + std::to_string(step) +
-                  " microbatch " + std::to_string(mb) + ": observation #" + std::to_string(i) +
-                  " is " + text(x) + ", the reference (" + ref.name + ") observes " + text(y) +
-                  " there (forward order" + (same_grad_mode ? " and grad mode" : "") + ")",
+      fail(p,
+           "(" + run.name + ") rank " + std::to_string(rank) + " step " + std::to_string(step) +
+               " microbatch " + std::to_string(mb) + ": observation #" + std::to_string(i) +
+               " is " + text(x) + ", the reference (" + ref.name + ") observes " + text(y) +
+               " there (forward order" + (same_grad_mode ? " and grad mode" : "") + ")",
            x ? x->site : y->site);
       break;
     }
@@ -90,15 +99,17 @@ std::int64_t check_residual_contributions(const CheckRun& run, PropertyResult& p
       if (o.kind != "residual_contribution") continue;
       ++checked;
       const std::string at = "(" + run.name + ") rank " + std::to_string(r.rank) + " step " +
-                             std::to_string(o.step) + " microbatch " + std::to_string(o.microbatch) +
-                             " " + o.site + " (" + o.phase + ")";
+                             std::to_string(o.step) + " microbatch " +
+                             std::to_string(o.microbatch) + " " + o.site + " (" + o.phase + ")";
       if (o.requires_grad)
-        fail(p, at + ": the residual contribution handed to observers requires grad (it was "
-                     "computed with autograd on; contract.md section 1: without autograd)",
+        fail(p,
+             at + ": the residual contribution handed to observers requires grad (it was "
+                  "computed with autograd on; contract.md section 1: without autograd)",
              o.site);
       if (o.aliases_accumulator)
-        fail(p, at + ": the residual contribution shares storage with the accumulator observed "
-                     "just before it (contract.md section 1: a fresh tensor)",
+        fail(p,
+             at + ": the residual contribution shares storage with the accumulator observed "
+                  "just before it (contract.md section 1: a fresh tensor)",
              o.site);
     }
   return checked;
@@ -138,14 +149,20 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
         for (std::int64_t s = 0; s < c.steps; ++s)
           for (std::int64_t m = 0; m < c.microbatches; ++m) {
             switch (c.graphs) {
-              case GraphOption::none: want[{s, m, site, "eager"}] = 1; break;
+              case GraphOption::none:
+                want[{s, m, site, "eager"}] = 1;
+                break;
               case GraphOption::per_layer:
-                if (!inside) want[{s, m, site, "eager"}] = 1;
-                else if (s == 0) want[{s, m, site, "record"}] = 1;
+                if (!inside)
+                  want[{s, m, site, "eager"}] = 1;
+                else if (s == 0)
+                  want[{s, m, site, "record"}] = 1;
                 break;
               case GraphOption::full_iteration:
-                if (s < K) want[{s, m, site, "eager"}] = 1;
-                else if (s == K) want[{s, m, site, "capture"}] = 1;
+                if (s < K)
+                  want[{s, m, site, "eager"}] = 1;
+                else if (s == K)
+                  want[{s, m, site, "capture"}] = 1;
                 break;
             }
           }
@@ -172,13 +189,14 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
   for (const CheckRun* run : runs)
     if (const CheckRun* ref = order_reference(*run, runs)) {
       ordered += compare_observation_order(*run, *ref, p);
-      ordered_runs += (ordered_runs.empty() ? "" : ", ") + ("(" + run->name + ") vs (" + ref->name + ")");
+      ordered_runs +=
+          (ordered_runs.empty() ? "" : ", ") + ("(" + run->name + ") vs (" + ref->name + ")");
     }
   if (p.status == Status::pass) {
     p.reason = std::to_string(checked) + " (rank, step, microbatch, site, phase) expectations met";
     if (!ordered_runs.empty())
-      p.reason += "; " + std::to_string(ordered) + " (rank, step, microbatch) sequences in forward order, " +
-                  ordered_runs;
+      p.reason += "; " + std::to_string(ordered) +
+                  " (rank, step, microbatch) sequences in forward order, " + ordered_runs;
     p.reason += "; " + std::to_string(contributions) +
                 " residual contributions without autograd, in a fresh tensor";
   }

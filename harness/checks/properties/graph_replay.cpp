@@ -7,7 +7,8 @@ namespace parity::checks {
 
 using namespace detail;
 
-PropertyResult graph_replay_alias_failure(const std::string& run, const std::string& alias_failure) {
+PropertyResult graph_replay_alias_failure(const std::string& run,
+                                          const std::string& alias_failure) {
   PropertyResult p = make("graph_replay", "(" + run + ")");
   fail(p, alias_failure);
   return p;
@@ -21,11 +22,14 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
   const std::int64_t K = config.graph_warmup;
   // A step after the capture is what this property compares.
   if (config.graphs == GraphOption::per_layer && config.steps < 2)
-    return skip(p, "per-layer graphs with 1 step: step 0 records, no step replays", "use --steps 2");
+    return skip(p, "per-layer graphs with 1 step: step 0 records, no step replays",
+                "use --steps 2");
   if (config.graphs == GraphOption::full_iteration && config.steps <= K + 1)
     return skip(p,
-                "full-iteration graphs with " + std::to_string(config.steps) + " step(s) and graph "
-                "warmup " + std::to_string(K) + ": no step after the capture (steps <= graph-warmup + 1)",
+                "full-iteration graphs with " + std::to_string(config.steps) +
+                    " step(s) and graph "
+                    "warmup " +
+                    std::to_string(K) + ": no step after the capture (steps <= graph-warmup + 1)",
                 "use --steps " + std::to_string(K + 2));
   std::int64_t compared = 0, silent = 0;
   // Per-layer warmup and capture run between steps: a training step never counts them.
@@ -33,9 +37,10 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
     for (const Observation& o : r.trace)
       if (o.step >= 0 && (o.phase == "warmup" ||
                           (o.phase == "capture" && config.graphs == GraphOption::per_layer)))
-        fail(p, "(" + a.name + ") rank " + std::to_string(r.rank) + " " + o.site + ": a " + o.phase +
-                    " observation labelled step " + std::to_string(o.step) +
-                    " (graph warmup and capture are not training steps)",
+        fail(p,
+             "(" + a.name + ") rank " + std::to_string(r.rank) + " " + o.site + ": a " + o.phase +
+                 " observation labelled step " + std::to_string(o.step) +
+                 " (graph warmup and capture are not training steps)",
              o.site);
   if (config.graphs == GraphOption::per_layer) {
     std::map<std::string, std::string> kinds;
@@ -43,9 +48,10 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
       for (const Observation& o : r.trace) {
         kinds[o.site] = o.kind;
         if (o.step >= 1 && inside_graphed_layer(o.kind))
-          fail(p, "(" + a.name + ") rank " + std::to_string(r.rank) + " step " +
-                      std::to_string(o.step) + " " + o.site + ": observed in phase " + o.phase +
-                      " inside a graphed layer on a replay step",
+          fail(p,
+               "(" + a.name + ") rank " + std::to_string(r.rank) + " step " +
+                   std::to_string(o.step) + " " + o.site + ": observed in phase " + o.phase +
+                   " inside a graphed layer on a replay step",
                o.site);
       }
     const std::int64_t identical = steps_with_identical_weights(a, c);
@@ -56,8 +62,11 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
     if (compared == 0)
       fail(p, "no replay step could be compared bitwise (the gradients of step 0 differ)");
     if (identical < config.steps)
-      p.note = "steps " + std::to_string(identical) + "+ compared within tolerance only (the "
-               "gradients of step " + std::to_string(identical - 1) + " differ by rounding: "
+      p.note = "steps " + std::to_string(identical) +
+               "+ compared within tolerance only (the "
+               "gradients of step " +
+               std::to_string(identical - 1) +
+               " differ by rounding: "
                "replays bypass the scenario's checkpoints); ";
     for (const RankRun& r : c.ranks)
       for (const Observation& o : r.trace)
@@ -65,21 +74,26 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
     compare_metrics_exact(a, c, p, [](std::int64_t s, const std::string& kind) {
       return s >= 1 && !inside_graphed_layer(kind);
     });
-    p.note += std::to_string(compared) + " replay-step observations outside the layers bitwise "
-              "equal to eager; " + std::to_string(silent) + " inside observations of eager absent "
+    p.note += std::to_string(compared) +
+              " replay-step observations outside the layers bitwise "
+              "equal to eager; " +
+              std::to_string(silent) +
+              " inside observations of eager absent "
               "on replay";
   } else {
     for (const RankRun& r : a.ranks)
       for (const Observation& o : r.trace) {
         if (o.step > K)
-          fail(p, "(" + a.name + ") rank " + std::to_string(r.rank) + " step " +
-                      std::to_string(o.step) + " " + o.site + ": observed after the capture (phase " +
-                      o.phase + ")",
+          fail(p,
+               "(" + a.name + ") rank " + std::to_string(r.rank) + " step " +
+                   std::to_string(o.step) + " " + o.site + ": observed after the capture (phase " +
+                   o.phase + ")",
                o.site);
         else if (o.step == K && o.phase != "capture")
-          fail(p, "(" + a.name + ") rank " + std::to_string(r.rank) + " step " +
-                      std::to_string(o.step) + " " + o.site + ": phase " + o.phase +
-                      " in the capture iteration",
+          fail(p,
+               "(" + a.name + ") rank " + std::to_string(r.rank) + " step " +
+                   std::to_string(o.step) + " " + o.site + ": phase " + o.phase +
+                   " in the capture iteration",
                o.site);
       }
     compared = compare_observations(a, c, p, [&](const ObsKey& k) { return std::get<1>(k) < K; });
@@ -90,8 +104,8 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
     if (silent == 0)
       fail(p, "(" + c.name + ") observed nothing after step " + std::to_string(K) +
                   ": the silence of (" + a.name + ")'s replays was not compared");
-    p.note = std::to_string(compared) + " eager-iteration observations bitwise equal to (" + c.name +
-             "); " + std::to_string(silent) + " observations of (" + c.name +
+    p.note = std::to_string(compared) + " eager-iteration observations bitwise equal to (" +
+             c.name + "); " + std::to_string(silent) + " observations of (" + c.name +
              ") after the capture step absent in (" + a.name + ")";
   }
   const Tolerances tolerances = tolerances_for(config);

@@ -23,8 +23,8 @@ PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c) 
   const Tolerances tolerances = tolerances_for(a.config);
   const double tol = tolerances.gradient;
   const std::int64_t identical = steps_with_identical_weights(a, c);
-  const std::int64_t obs = compare_observations(
-      a, c, p, [&](const ObsKey& k) { return std::get<1>(k) < identical; });
+  const std::int64_t obs =
+      compare_observations(a, c, p, [&](const ObsKey& k) { return std::get<1>(k) < identical; });
   // The trace is always recorded: no observation means the sites went silent.
   if (obs == 0) fail(p, "no step observation to compare (no trace?)");
   compare_losses(a, c, p, identical, tol, tolerances.basis);
@@ -52,22 +52,27 @@ PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c) 
         const bool ok = within(nx, ny, tol, &ae, &re);
         err.add(ae, re, name, "");
         if (!ok)
-          fail(p, "rank " + std::to_string(r) + " step " + std::to_string(s) + " gradient " + name +
-                      ": norm " + num(nx) + " vs " + num(ny) + " (rel " + num(re) + " > " +
-                      tolerances.basis + " rel " + num(tol) + ")",
+          fail(p,
+               "rank " + std::to_string(r) + " step " + std::to_string(s) + " gradient " + name +
+                   ": norm " + num(nx) + " vs " + num(ny) + " (rel " + num(re) + " > " +
+                   tolerances.basis + " rel " + num(tol) + ")",
                name);
       }
     }
   err.into(p);
   std::int64_t steps = a.ranks.empty() ? 0 : static_cast<std::int64_t>(a.ranks[0].steps.size());
-  const std::string later =
-      identical < steps ? " (steps " + std::to_string(identical) + "+ not bitwise: the gradients "
-                          "of step " + std::to_string(identical - 1) + " differ by rounding, so "
-                          "the updated weights differ; their losses within rel " + num(tol) + ")"
-                        : "";
+  const std::string later = identical < steps
+                                ? " (steps " + std::to_string(identical) +
+                                      "+ not bitwise: the gradients "
+                                      "of step " +
+                                      std::to_string(identical - 1) +
+                                      " differ by rounding, so "
+                                      "the updated weights differ; their losses within rel " +
+                                      num(tol) + ")"
+                                : "";
   p.note = std::to_string(obs) + " observations, losses, logits and metrics of steps < " +
-           std::to_string(identical) + " bitwise" + later + "; " +
-           std::to_string(bitwise) + "/" + std::to_string(grads) + " gradients bitwise" +
+           std::to_string(identical) + " bitwise" + later + "; " + std::to_string(bitwise) + "/" +
+           std::to_string(grads) + " gradients bitwise" +
            (bitwise < grads ? ", the rest within " + tolerances.basis + " rel " + num(tol) +
                                   " (gradient L2 norms)"
                             : "");

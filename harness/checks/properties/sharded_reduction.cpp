@@ -53,8 +53,8 @@ PropertyResult check_sharded_reduction(const CheckRun& single,
                       key.second + "] missing (the single-rank run has it)");
           continue;
         }
-        MetricComparison row{run->name, static_cast<std::int64_t>(s), key.first, key.second,
-                             it->second, want};
+        MetricComparison row{
+            run->name, static_cast<std::int64_t>(s), key.first, key.second, it->second, want};
         row.ok = within(it->second, want, tol, &row.abs_err, &row.rel_err);
         ++n;
         err.add(row.abs_err, row.rel_err, key.first, key.second);
@@ -96,11 +96,13 @@ namespace {
 class ShardedReduction final : public Property {
  public:
   std::string_view name() const override { return "sharded_reduction"; }
-  PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>* rows) const override {
+  PropertyResult evaluate(const CheckRuns& runs,
+                          std::vector<MetricComparison>* rows) const override {
     // (e) exists when dropout makes the sharded runs a different computation.
-    return check_sharded_reduction(
-        *runs.b, runs.e ? std::vector<const CheckRun*>{runs.e} : std::vector<const CheckRun*>{runs.a, runs.c},
-        rows);
+    return check_sharded_reduction(*runs.b,
+                                   runs.e ? std::vector<const CheckRun*>{runs.e}
+                                          : std::vector<const CheckRun*>{runs.a, runs.c},
+                                   rows);
   }
 };
 }  // namespace
