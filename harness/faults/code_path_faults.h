@@ -18,7 +18,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace parity {
@@ -74,15 +73,10 @@ inline bool fault_active(CodePathFault fault) {
   return (detail::t_active_code_path_faults >> static_cast<unsigned>(fault)) & 1u;
 }
 
-// RAII: switches this thread's code-path faults to exactly those of `plan`
-// (or adds the single `fault`) and restores the previous set on exit.
+// RAII: switches this thread's code-path faults to exactly those named (or adds
+// the single `fault`) and restores the previous set on exit.
 class [[nodiscard]] CodePathFaultScope {
  public:
-  // `plan.specs()` is a range of specs with a `name` (the runtime room's
-  // FaultPlan); names that are not code-path faults (rank faults) are ignored.
-  // A template so this leaf room needs no include of the room above it.
-  template <class Plan, class = decltype(std::declval<const Plan&>().specs())>
-  explicit CodePathFaultScope(const Plan& plan) : CodePathFaultScope(Exactly{mask_of(plan)}) {}
   // The run's `--inject` values; names that are no code-path fault (such as
   // `crash-rank=1`) are ignored.
   explicit CodePathFaultScope(const std::vector<std::string>& injected);
@@ -96,13 +90,6 @@ class [[nodiscard]] CodePathFaultScope {
     std::uint32_t bits;
   };
   explicit CodePathFaultScope(Exactly set);
-  template <class Plan>
-  static std::uint32_t mask_of(const Plan& plan) {
-    std::uint32_t m = 0;
-    for (const auto& spec : plan.specs())
-      if (auto f = parse_code_path_fault(spec.name)) m |= code_path_fault_bit(*f);
-    return m;
-  }
   std::uint32_t previous_;
   const void* outer_;
 };
