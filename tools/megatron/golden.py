@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""golden.py: run real Megatron Core on a parity scenario and save what parity must match.
+
+Usage (inside the venv that ci/megatron-env prints):
+    python tools/megatron/golden.py SCENARIO.json OUTDIR [--weights FILE]
+
+Builds Megatron Core's GPTModel (get_gpt_layer_local_spec(), fp32, CPU, a gloo world of one,
+use_cpu_initialization=True, dropout 0, gradient_accumulation_fusion=False, fusions off) from the
+model keys of a parity scenario (hidden, heads, ffn-hidden, layers, seq, vocab, micro-batch,
+microbatches, dp, norm, activation, seed, position-embedding, untie, bias-linear; absent keys take
+parity's defaults), runs one forward/backward over the global batch (micro-batch * microbatches *
+dp rows), microbatch by microbatch, and writes to OUTDIR:
+
+  weights.safetensors   the state dict, unsharded, Megatron's key names (`_extra_state` dropped)
+  batch.safetensors     tokens, labels: int64 [global_batch, seq]
+  expected.safetensors  logits fp32 [global_batch, seq, vocab]; loss fp32 [global_batch, seq]
+                        (per-token cross entropy); grad.<key> for every weight: the gradient of
+                        sum(all per-token losses) / (global_batch * seq), parity's normalization
+  trace.jsonl           parity's trace schema (docs/trace-format.md) from forward hooks at
+                        Megatron's observation sites: each layer's input and output ->
+                        residual_accumulator / residual_contribution, the output layer ->
+                        output_logits; rank 0, step 0, microbatch = global microbatch index
+  scenario.json         the scenario's keys, as given
+  REGENERATE.md         the exact command that wrote this folder
+
+--weights FILE loads a weights.safetensors instead of initializing (the `megatron` CTest label
+uses it to compare a live run with the committed fixture).
+
+Three shims make Megatron run without CUDA (issue 11): GlobalMemoryBuffer.get_tensor allocates on
+the CPU, CudaRNGStatesTracker.fork is a no-op context (dropout is 0, no RNG state is needed), and
+torch.cuda.current_device answers the CPU device (rotary embeddings cache their frequencies there).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+import contextlib
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+# parity's defaults (harness/config/run_config.h) for keys a scenario leaves out.
+DEFAULTS = {
+    "hidden": 64, "heads": 4, "ffn-hidden": 256, "layers": 2, "seq": 16, "vocab": 128,
+    "micro-batch": 2, "microbatches": 2, "dp": 1, "norm": "layernorm", "activation": "gelu",
+    "seed": 1234, "position-embedding": "learned", "untie": True, "bias-linear": True,
+    "dtype": "fp32",
+}
+NORM_EPS = 1e-5   # parity's ModelConfig::norm_eps
+INIT_STD = 0.02   # parity's ModelConfig::init_std
+
+
+def fail(msg):
+    print(f"golden.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_scenario(path):
+    try:
+        with open(path) as f:
+            given = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+    if not isinstance(given, dict):
+        fail(f"{path}: expected a JSON object")
+    s = dict(DEFAULTS)
+    s.update(given)
+    for key in ("tp", "cp"):
+        # The golden run is single-rank; a scenario's tp/cp only say how parity shards it.
+        pass
+    if s["norm"] not in ("layernorm", "rmsnorm"):
+        fail(f'"norm" = {s["norm"]!r}: must be layernorm or rmsnorm')
+    if s["activation"] not in ("gelu", "swiglu"):
+        fail(f'"activation" = {s["activation"]!r}: must be gelu or swiglu')
+    if s["position-embedding"] not in ("learned", "rope"):
+        fail(f'"position-embedding" = {s["position-embedding"]!r}: must be learned or rope')
+    if s["dtype"] != "fp32":
+        fail(f'"dtype" = {s["dtype"]!r}: golden.py runs fp32 only')
+    if s["hidden"] % s["heads"]:
+        fail(f'"heads" = {s["heads"]}: must divide hidden ({s["hidden"]})')
+    return given, s
+
+
+def install_cpu_shims():
+    """The three shims of issue 11 (see the module docstring)."""
+    from megatron.core import utils as mcore_utils
+    from megatron.core.tensor_parallel import random as mcore_random
+
+    def get_tensor(self, tensor_shape, dtype, name, mem_alloc_context=None):
+        n = math.prod(tensor_shape)
+        buf = self.buffer.get((name, dtype))
+        if buf is None or buf.numel() < n:
+            buf = self.buffer[(name, dtype)] = torch.empty(n, dtype=dtype, device="cpu")
+        return buf[:n].view(*tensor_shape)
+
+    mcore_utils.GlobalMemoryBuffer.get_tensor = get_tensor
+    mcore_random.CudaRNGStatesTracker.fork = lambda self, name=None: contextlib.nullcontext()
+    torch.cuda.current_device = lambda: torch.device("cpu")
+
+
+def init_world(tmpdir):
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+    # A file rendezvous: no port to pick, nothing to race with.
+    dist.init_process_group("gloo", init_method=f"file://{tmpdir}/rendezvous", rank=0,
+                            world_size=1)
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1,
+                                             pipeline_model_parallel_size=1)
+
+
+def build_model(s):
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    swiglu = s["activation"] == "swiglu"
+    config = TransformerConfig(
+        num_layers=s["layers"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
+        ffn_hidden_size=s["ffn-hidden"],  # per half under swiglu (fc1 is 2 * ffn wide), as parity
+        hidden_dropout=0.0, attention_dropout=0.0,
+        normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm",
+        layernorm_epsilon=NORM_EPS, init_method_std=INIT_STD,
+        gated_linear_unit=swiglu, activation_func=F.silu if swiglu else F.gelu,
+        add_bias_linear=bool(s["bias-linear"]),
+        use_cpu_initialization=True, perform_initialization=True,
+        gradient_accumulation_fusion=False, bias_activation_fusion=False,
+        bias_dropout_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
+        apply_rope_fusion=False, params_dtype=torch.float32,
+        tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+    )
+    return GPTModel(
+        config=config,
+        transformer_layer_spec=get_gpt_layer_local_spec(
+            normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm"),
+        vocab_size=s["vocab"], max_sequence_length=s["seq"],
+        share_embeddings_and_output_weights=not s["untie"],
+        position_embedding_type="learned_absolute" if s["position-embedding"] == "learned"
+        else "rope",
+        rotary_percent=1.0, rotary_base=10000,
+        parallel_output=True,
+    )
+
+
+def weights_of(model):
+    """The unsharded state dict, Megatron's names, `_extra_state` dropped, fp32 copies."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items()
+            if not k.endswith("_extra_state") and v is not None}
+
+
+def load_weights(model, path):
+    tensors, _ = safetensors_io.load(path)
+    own = weights_of(model)
+    missing = sorted(set(own) - set(tensors))
+    extra = sorted(set(tensors) - set(own))
+    if missing or extra:
+        fail(f"{path}: missing keys {missing}, unexpected keys {extra}")
+    for k, t in tensors.items():
+        if tuple(t.shape) != tuple(own[k].shape):
+            fail(f"{path}: {k} has shape {list(t.shape)}, the model wants {list(own[k].shape)}")
+    model.load_state_dict(tensors, strict=False)
+
+
+# --------------------------------------------------------------------------- trace records
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+MASK64 = (1 << 64) - 1
+
+
+def fnv1a64(data):
+    h = FNV_OFFSET
+    for b in data:
+        h = ((h ^ b) * FNV_PRIME) & MASK64
+    return h
+
+
+class TraceRecorder:
+    """Records like harness/trace/trace_recorder.cpp (docs/trace-format.md), rank 0."""
+
+    def __init__(self):
+        self.records = []
+        self.microbatch = -1
+
+    def record(self, site, kind, tensor, tp_shard_dim, requires_grad):
+        t = tensor.detach().to("cpu").contiguous()
+        data = t.view(torch.uint8).numpy().tobytes()
+        d = t.to(torch.float64)
+        finite = d[torch.isfinite(d)]
+        self.records.append({
+            "rank": 0, "seq": len(self.records), "step": 0, "microbatch": self.microbatch,
+            "phase": "eager", "site": site, "kind": kind,
+            "tp_shard_dim": tp_shard_dim, "sequence_dim": 0, "batch_dim": 1,
+            "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
+            "grad_mode": torch.is_grad_enabled(), "requires_grad": requires_grad,
+            "aliases_accumulator": False, "thread": 0,
+            "digest": f"0x{fnv1a64(data):016x}", "numel": t.numel(),
+            "sum": finite.sum().item(), "sum_sq": (finite * finite).sum().item(),
+            "min": finite.min().item() if finite.numel() else None,
+            "max": finite.max().item() if finite.numel() else None,
+            "nan": int(torch.isnan(d).sum()), "inf": int(torch.isinf(d).sum()),
+        })
+
+    def jsonl(self):
+        return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in self.records)
+
+
+def attach_hooks(model, recorder):
+    """Forward hooks where Megatron's observation sites sit (megatron-reference.md 2.2)."""
+    handles = []
+    for i, layer in enumerate(model.decoder.layers):
+        owner = f"decoder.layers.{i}"
+
+        def after_layer(module, args, kwargs, output, owner=owner):
+            # observe_layer_residuals(layer, accumulator=input, output) after the layer call;
+            # tp_shard_dim None: no sequence parallelism in a world of one.
+            acc = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+            out = output[0] if isinstance(output, tuple) else output
+            recorder.record(f"{owner}.residual_accumulator", "residual_accumulator", acc, None,
+                            acc.requires_grad)
+            with torch.no_grad():
+                contribution = out.detach() - acc.detach()
+            recorder.record(f"{owner}.residual_contribution", "residual_contribution",
+                            contribution, None, False)
+        handles.append(layer.register_forward_hook(after_layer, with_kwargs=True))
+
+    def after_output_layer(module, args, output):
+        logits = output[0] if isinstance(output, tuple) else output
+        # Not gathered (parallel_output=True): Megatron passes tp_shard_dim -1.
+        recorder.record("output_layer.output_logits", "output_logits", logits, -1,
+                        logits.requires_grad)
+    handles.append(model.output_layer.register_forward_hook(after_output_layer))
+    return handles
+
+
+# --------------------------------------------------------------------------- main
+
+def make_batch(s):
+    gen = torch.Generator().manual_seed(int(s["seed"]))
+    rows = s["micro-batch"] * s["microbatches"] * s["dp"]
+    stream = torch.randint(0, s["vocab"], (rows, s["seq"] + 1), generator=gen, dtype=torch.int64)
+    return stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
+
+
+def run(model, s, tokens, labels, recorder):
+    """Forward/backward microbatch by microbatch; returns logits [B,s,V], loss [B,s]."""
+    mb = s["micro-batch"]
+    rows = tokens.shape[0]
+    global_tokens = rows * s["seq"]
+    captured = {}
+
+    def keep_logits(module, args, output):
+        # A copy: vocab_parallel_cross_entropy subtracts the row max from the logits in place.
+        captured["logits"] = (output[0] if isinstance(output, tuple) else output).detach().clone()
+    handle = model.output_layer.register_forward_hook(keep_logits)
+    logits, losses = [], []
+    positions = torch.arange(s["seq"], dtype=torch.int64).unsqueeze(0).expand(mb, -1)
+    # Megatron's causal mask (True = masked out), passed explicitly: its default mask is made
+    # on "cuda" (get_default_causal_mask).
+    causal = torch.triu(torch.ones(1, 1, s["seq"], s["seq"], dtype=torch.bool), diagonal=1)
+    for i in range(rows // mb):
+        recorder.microbatch = i
+        rows_i = slice(i * mb, (i + 1) * mb)
+        # With labels Megatron returns its own per-token cross entropy, [b, s].
+        loss = model(tokens[rows_i], positions, causal, labels=labels[rows_i])
+        (loss.sum() / global_tokens).backward()
+        logits.append(captured["logits"].transpose(0, 1).contiguous())  # [s,b,V] -> [b,s,V]
+        losses.append(loss.detach().float())
+    handle.remove()
+    return torch.cat(logits), torch.cat(losses)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario")
+    parser.add_argument("outdir")
+    parser.add_argument("--weights", help="weights.safetensors to load instead of initializing")
+    a = parser.parse_args()
+    given, s = read_scenario(a.scenario)
+    if (s["micro-batch"] < 1 or s["microbatches"] < 1 or s["dp"] < 1):
+        fail('"micro-batch", "microbatches" and "dp" must be positive')
+
+    install_cpu_shims()
+    torch.manual_seed(int(s["seed"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        init_world(tmp)
+        from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+        with contextlib.suppress(Exception):  # its CUDA half is shimmed away; fork is a no-op
+            model_parallel_cuda_manual_seed(int(s["seed"]))
+        torch.manual_seed(int(s["seed"]))  # CPU initialization draws from this generator
+        model = build_model(s).float()
+        if a.weights:
+            load_weights(model, a.weights)
+        model.train()
+        weights = weights_of(model)
+        tokens, labels = make_batch(s)
+        recorder = TraceRecorder()
+        handles = attach_hooks(model, recorder)
+        logits, loss = run(model, s, tokens, labels, recorder)
+        for h in handles:
+            h.remove()
+        params = dict(model.named_parameters())
+        expected = {"logits": logits, "loss": loss}
+        for k in weights:
+            p = params.get(k)
+            if p is None:
+                continue  # a buffer, not a parameter
+            expected[f"grad.{k}"] = p.grad if p.grad is not None else torch.zeros_like(p)
+
+        import megatron.core
+        os.makedirs(a.outdir, exist_ok=True)
+        meta = {"megatron_core": megatron.core.__version__, "torch": torch.__version__}
+        safetensors_io.save(weights, os.path.join(a.outdir, "weights.safetensors"), meta)
+        safetensors_io.save({"tokens": tokens, "labels": labels},
+                            os.path.join(a.outdir, "batch.safetensors"), meta)
+        safetensors_io.save(expected, os.path.join(a.outdir, "expected.safetensors"), meta)
+        with open(os.path.join(a.outdir, "trace.jsonl"), "w") as f:
+            f.write(recorder.jsonl())
+        with open(os.path.join(a.outdir, "scenario.json"), "w") as f:
+            json.dump(given, f, indent=2)
+            f.write("\n")
+        with open(os.path.join(a.outdir, "REGENERATE.md"), "w") as f:
+            f.write(
+                "# How this folder was made\n\n"
+                f"megatron-core {megatron.core.__version__}, torch {torch.__version__}, CPU, fp32.\n\n"
+                "```\n"
+                "venv=$(ci/megatron-env)\n"
+                f"$venv/bin/python tools/megatron/golden.py {a.outdir}/scenario.json {a.outdir}"
+                + (" --weights " + a.weights if a.weights else "") + "\n```\n")
+        import torch.distributed as dist
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
