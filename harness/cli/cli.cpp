@@ -34,6 +34,11 @@ const std::vector<CommandInfo>& command_table() {
        "FAILs, shrink, and print fault, caught, by which property, the shrunk scenario, seconds "
        "(docs/property-suite.md)",
        &run_mutants_command},
+      {"diff",
+       "compare two observation traces (parity run --trace, tools/megatron/golden.py) site by "
+       "site: record counts and values within the dtype's tolerance; prints the first divergence "
+       "(exit 1)",
+       &run_diff_command},
   };
   return c;
 }

@@ -25,6 +25,12 @@ inline constexpr int kExitRankFailure = 3;
 
 using scenarios::MutantsOptions;  // `parity mutants`: its options (scenarios/mutants.h)
 
+// `parity diff A B`: its operands and options.
+struct DiffOptions {
+  std::string a, b;                 // the two trace files
+  std::vector<std::string> kinds;   // --kinds: compare only these kinds (empty = all)
+};
+
 struct ParsedCommand {
   std::string command;              // "check", "run", ... ("" for --help alone)
   RunConfig config;
@@ -38,6 +44,7 @@ struct ParsedCommand {
   std::map<std::string, std::string> expect;
   nlohmann::json about;
   MutantsOptions mutants;  // mutants: its options
+  DiffOptions diff;        // diff: its options
 };
 
 // Parses and validates (config rules; env mode's environment too). `argv[0]`

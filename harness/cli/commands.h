@@ -30,6 +30,7 @@ int run_repro_command(const CommandContext& ctx);      // repro FILE
 int run_training_command(const CommandContext& ctx);   // run
 int run_selfcheck_command(const CommandContext& ctx);  // selfcheck, check --self-check
 int run_mutants_command(const CommandContext& ctx);    // mutants
+int run_diff_command(const CommandContext& ctx);       // diff A B
 
 // run and selfcheck: launches `program` on the configured ranks. Returns -1 and
 // fills `result` when it launched; else prints why and returns the exit code.

@@ -14,6 +14,7 @@
 #include "harness/cli/run_options.h"
 #include "harness/config/value_sources.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/observation/source_kind.h"
 #include "harness/runtime/failure_report.h"
 
 namespace parity::cli {
@@ -51,6 +52,15 @@ void add_mutants_options(CLI::App* sub, MutantsOptions& m) {
       ->check(
           rule("STEPS", non_negative_integer, "must be a non-negative integer (0: no shrinking)"));
   sub->add_option("--report", m.report, "write the table as JSON to FILE");
+}
+
+void add_diff_options(CLI::App* sub, DiffOptions& d) {
+  sub->add_option("a", d.a, "the first trace (JSONL, docs/trace-format.md)")->required();
+  sub->add_option("b", d.b, "the second trace")->required();
+  sub->add_option("--kinds", d.kinds,
+                  "compare only records of these kinds (comma-separated, e.g. "
+                  "residual_accumulator,residual_contribution,output_logits)")
+      ->delimiter(',');
 }
 
 // The scenario a check starts from: its JSON run options and their sources.
@@ -99,6 +109,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
     run_values.emplace_back();
     if (c.name == "mutants") {
       add_mutants_options(sub, parsed.mutants);
+    } else if (c.name == "diff") {
+      add_diff_options(sub, parsed.diff);
     } else {
       const bool check_like = c.name == "check" || c.name == "repro";
       add_run_options(sub, run_values.back(),
@@ -151,6 +163,13 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
       if (!parse_code_path_fault(f))
         parsed.errors.push_back("--fault " + f +
                                 ": not a code-path fault (parity --help lists them)");
+    return parsed;
+  }
+  if (parsed.command == "diff") {
+    for (const std::string& k : parsed.diff.kinds)
+      if (!source_kind_from_string(k))
+        parsed.errors.push_back("--kinds " + k + ": not a source kind (docs/trace-format.md lists "
+                                "them)");
     return parsed;
   }
   if (parsed.command == "check" && self_check) parsed.command = "selfcheck";
