@@ -249,7 +249,7 @@ TEST(CommandLine, HelpListsNegationsAndOnlyRealCommands) {
   std::ostringstream out, err;
   Args top({"--help"});
   ASSERT_EQ(run_command_line(top.argc(), top.argv.data(), out, err), kExitOk);
-  for (const char* command : {"check", "selfcheck", "run", "repro", "mutants"})
+  for (const char* command : {"check", "selfcheck", "run", "repro", "mutants", "diff"})
     EXPECT_NE(out.str().find(command), std::string::npos) << command;
   EXPECT_EQ(out.str().find("sweep"), std::string::npos) << out.str();
   out.str("");
@@ -262,7 +262,7 @@ TEST(CommandLine, HelpListsNegationsAndOnlyRealCommands) {
   EXPECT_EQ(run_command_line(sweep.argc(), sweep.argv.data(), out, err), kExitBadInput);
   EXPECT_EQ(err.str(),
             "parity: unknown command \"sweep\" (known: check, selfcheck, run, repro, "
-            "mutants; see parity --help)\n");
+            "mutants, diff; see parity --help)\n");
 }
 
 // Issue 10: the embedded default's values are named as such.

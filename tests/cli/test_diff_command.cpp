@@ -1,0 +1,115 @@
+// `parity diff A B` end to end through run_command_line: traces written by
+// `parity run --trace`, the exit codes 0 (equal), 1 (first divergence printed,
+// naming the site), 2 (bad input), and the wiring of the project's tolerance
+// rule (checks::tolerances_for: fp32 rel 1e-5).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/base/files.h"
+#include "harness/cli/cli.h"
+
+namespace parity::cli {
+namespace {
+
+struct Runner {
+  std::ostringstream out, err;
+  int operator()(std::vector<std::string> args) {
+    args.insert(args.begin(), "parity");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    out.str("");
+    err.str("");
+    return run_command_line(static_cast<int>(argv.size()), argv.data(), out, err);
+  }
+};
+
+// Rewrites line `index` (0-based) of a trace with `edit`; drops it when edit returns null.
+std::string edit_line(const std::string& text, std::size_t index,
+                      const std::function<void(nlohmann::json&)>& edit) {
+  std::istringstream in(text);
+  std::string line, out;
+  for (std::size_t i = 0; std::getline(in, line); ++i) {
+    if (i != index) {
+      out += line + "\n";
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(line);
+    edit(j);
+    if (!j.is_null()) out += j.dump() + "\n";
+  }
+  return out;
+}
+
+class DiffCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : {"a", "b"})
+      ASSERT_EQ(run({"run", "--hidden", "32", "--ffn-hidden", "64", "--vocab", "64", "--steps",
+                     "1", "--trace", path(name)}),
+                kExitOk)
+          << run.err.str();
+    text = files::read(path("a")).value_or("");
+    ASSERT_FALSE(text.empty());
+  }
+  std::string path(const std::string& name) const { return dir.path() + "/" + name + ".jsonl"; }
+
+  files::TempDir dir{"parity-diff-test"};
+  Runner run;
+  std::string text;
+};
+
+TEST_F(DiffCommand, EqualTracesExitZero) {
+  EXPECT_EQ(run({"diff", path("a"), path("b")}), kExitOk) << run.err.str();
+  EXPECT_NE(run.out.str().find("traces equal: 26 record pairs"), std::string::npos)
+      << run.out.str();
+}
+
+TEST_F(DiffCommand, OnePerturbedValueExitsOneNamingTheSite) {
+  // Line 5 (seq 4) is decoder.layers.0.residual_accumulator of microbatch 0.
+  files::write_atomically(path("c"), edit_line(text, 4, [](nlohmann::json& j) {
+                            j["sum"] = j["sum"].get<double>() + 1e-3;
+                          }));
+  EXPECT_EQ(run({"diff", path("a"), path("c")}), kExitPropertyFailed);
+  EXPECT_NE(run.out.str().find("traces differ: decoder.layers.0.residual_accumulator (rank 0, "
+                               "step 0, microbatch 0, phase eager): sum "),
+            std::string::npos)
+      << run.out.str();
+  EXPECT_NE(run.out.str().find("> fp32 rel 1e-05)"), std::string::npos) << run.out.str();
+  // Within the fp32 rule: equal.
+  files::write_atomically(path("d"), edit_line(text, 4, [](nlohmann::json& j) {
+                            j["sum"] = j["sum"].get<double>() * (1 + 1e-7);
+                          }));
+  EXPECT_EQ(run({"diff", path("a"), path("d")}), kExitOk) << run.out.str();
+}
+
+TEST_F(DiffCommand, AMissingRecordExitsOne) {
+  files::write_atomically(path("c"), edit_line(text, 12, [](nlohmann::json& j) { j = nullptr; }));
+  EXPECT_EQ(run({"diff", path("a"), path("c")}), kExitPropertyFailed);
+  EXPECT_NE(run.out.str().find("output_layer.output_logits (rank 0, step 0, microbatch 0, phase "
+                               "eager): 1 record(s) in "),
+            std::string::npos)
+      << run.out.str();
+}
+
+TEST_F(DiffCommand, BadInputExitsTwoWithOneLine) {
+  files::write_atomically(path("bad"), text + "not json\n");
+  EXPECT_EQ(run({"diff", path("a"), path("bad")}), kExitBadInput);
+  EXPECT_EQ(run.err.str(), path("bad") + ":27: not a JSON object (each line of a trace is one "
+                                         "JSON record, docs/trace-format.md)\n");
+  EXPECT_EQ(run({"diff", path("a"), path("missing")}), kExitBadInput);
+  EXPECT_EQ(run.err.str(),
+            path("missing") + ": cannot read the trace file (missing or unreadable)\n");
+  EXPECT_EQ(run({"diff", path("a"), path("b"), "--kinds", "router_nope"}), kExitBadInput);
+  EXPECT_EQ(run({"diff", path("a")}), kExitBadInput);
+  // Nothing to compare is not "equal".
+  files::write_atomically(path("empty"), "");
+  EXPECT_EQ(run({"diff", path("empty"), path("empty")}), kExitBadInput);
+  EXPECT_NE(run.err.str().find("no records to compare"), std::string::npos) << run.err.str();
+}
+
+}  // namespace
+}  // namespace parity::cli
