@@ -27,8 +27,8 @@ using scenarios::MutantsOptions;  // `parity mutants`: its options (scenarios/mu
 
 // `parity diff A B`: its operands and options.
 struct DiffOptions {
-  std::string a, b;                 // the two trace files
-  std::vector<std::string> kinds;   // --kinds: compare only these kinds (empty = all)
+  std::string a, b;                // the two trace files
+  std::vector<std::string> kinds;  // --kinds: compare only these kinds (empty = all)
 };
 
 struct ParsedCommand {

@@ -168,7 +168,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   if (parsed.command == "diff") {
     for (const std::string& k : parsed.diff.kinds)
       if (!source_kind_from_string(k))
-        parsed.errors.push_back("--kinds " + k + ": not a source kind (docs/trace-format.md lists "
+        parsed.errors.push_back("--kinds " + k +
+                                ": not a source kind (docs/trace-format.md lists "
                                 "them)");
     return parsed;
   }

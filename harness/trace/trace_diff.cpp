@@ -67,9 +67,11 @@ std::string compare_records(const TraceLine& x, const std::string& a_name, const
   if (p.shape != q.shape) return "shape " + shape_text(p.shape) + " vs " + shape_text(q.shape) + at;
   if (p.dtype != q.dtype) return "dtype " + p.dtype + " vs " + q.dtype + at;
   if (p.summary.nan != q.summary.nan)
-    return "nan count " + std::to_string(p.summary.nan) + " vs " + std::to_string(q.summary.nan) + at;
+    return "nan count " + std::to_string(p.summary.nan) + " vs " + std::to_string(q.summary.nan) +
+           at;
   if (p.summary.inf != q.summary.inf)
-    return "inf count " + std::to_string(p.summary.inf) + " vs " + std::to_string(q.summary.inf) + at;
+    return "inf count " + std::to_string(p.summary.inf) + " vs " + std::to_string(q.summary.inf) +
+           at;
   const std::pair<const char*, std::pair<std::optional<double>, std::optional<double>>> stats[] = {
       {"sum", {p.summary.sum, q.summary.sum}},
       {"sum_sq", {p.summary.sum_sq, q.summary.sum_sq}},

@@ -22,12 +22,14 @@ std::vector<TraceLine> read_trace_text(const std::string& text, const std::strin
     try {
       j = nlohmann::json::parse(body);
     } catch (const nlohmann::json::exception&) {
-      throw TraceReadError(where + "not a JSON object (each line of a trace is one JSON record, "
-                                   "docs/trace-format.md)");
+      throw TraceReadError(where +
+                           "not a JSON object (each line of a trace is one JSON record, "
+                           "docs/trace-format.md)");
     }
     if (!j.is_object())
-      throw TraceReadError(where + "not a JSON object (each line of a trace is one JSON record, "
-                                   "docs/trace-format.md)");
+      throw TraceReadError(where +
+                           "not a JSON object (each line of a trace is one JSON record, "
+                           "docs/trace-format.md)");
     try {
       out.push_back({trace_record_from_json(j), line});
     } catch (const nlohmann::json::exception& e) {

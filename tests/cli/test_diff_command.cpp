@@ -48,8 +48,8 @@ class DiffCommand : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* name : {"a", "b"})
-      ASSERT_EQ(run({"run", "--hidden", "32", "--ffn-hidden", "64", "--vocab", "64", "--steps",
-                     "1", "--trace", path(name)}),
+      ASSERT_EQ(run({"run", "--hidden", "32", "--ffn-hidden", "64", "--vocab", "64", "--steps", "1",
+                     "--trace", path(name)}),
                 kExitOk)
           << run.err.str();
     text = files::read(path("a")).value_or("");
@@ -98,8 +98,9 @@ TEST_F(DiffCommand, AMissingRecordExitsOne) {
 TEST_F(DiffCommand, BadInputExitsTwoWithOneLine) {
   files::write_atomically(path("bad"), text + "not json\n");
   EXPECT_EQ(run({"diff", path("a"), path("bad")}), kExitBadInput);
-  EXPECT_EQ(run.err.str(), path("bad") + ":27: not a JSON object (each line of a trace is one "
-                                         "JSON record, docs/trace-format.md)\n");
+  EXPECT_EQ(run.err.str(), path("bad") +
+                               ":27: not a JSON object (each line of a trace is one "
+                               "JSON record, docs/trace-format.md)\n");
   EXPECT_EQ(run({"diff", path("a"), path("missing")}), kExitBadInput);
   EXPECT_EQ(run.err.str(),
             path("missing") + ": cannot read the trace file (missing or unreadable)\n");
