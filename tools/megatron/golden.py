@@ -34,10 +34,9 @@ import argparse
 import json
 import math
 import os
-import struct
+import contextlib
 import sys
 import tempfile
-import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -71,9 +70,19 @@ def read_scenario(path):
         fail(f"{path}: expected a JSON object")
     s = dict(DEFAULTS)
     s.update(given)
-    for key in ("tp", "cp"):
-        # The golden run is single-rank; a scenario's tp/cp only say how parity shards it.
-        pass
+    # Keys that do not change the math (tp, cp, sp, recompute, graphs, metrics, ...) are ignored:
+    # the golden run is one unsharded rank. Keys that would change it must be what golden.py runs.
+    for key in ("hidden", "heads", "ffn-hidden", "layers", "seq", "vocab", "micro-batch",
+                "microbatches", "dp"):
+        if not isinstance(s[key], int) or isinstance(s[key], bool) or s[key] < 1:
+            fail(f'"{key}" = {json.dumps(s[key])}: must be a positive integer')
+    if not isinstance(s["seed"], int) or isinstance(s["seed"], bool) or s["seed"] < 0:
+        fail(f'"seed" = {json.dumps(s["seed"])}: must be a non-negative integer')
+    for key in ("untie", "bias-linear"):
+        if not isinstance(s[key], bool):
+            fail(f'"{key}" = {json.dumps(s[key])}: must be true or false')
+    if s.get("dropout", 0) != 0:
+        fail(f'"dropout" = {s["dropout"]}: golden.py runs with dropout 0 (the shims fork no RNG)')
     if s["norm"] not in ("layernorm", "rmsnorm"):
         fail(f'"norm" = {s["norm"]!r}: must be layernorm or rmsnorm')
     if s["activation"] not in ("gelu", "swiglu"):
@@ -282,8 +291,6 @@ def main():
     parser.add_argument("--weights", help="weights.safetensors to load instead of initializing")
     a = parser.parse_args()
     given, s = read_scenario(a.scenario)
-    if (s["micro-batch"] < 1 or s["microbatches"] < 1 or s["dp"] < 1):
-        fail('"micro-batch", "microbatches" and "dp" must be positive')
 
     install_cpu_shims()
     torch.manual_seed(int(s["seed"]))
