@@ -26,4 +26,24 @@ echo "== from the seed: Megatron's CPU initialization must reproduce the committ
 "${golden[@]}" "$work/seeded" 2>"$work/seeded.log" || { cat "$work/seeded.log"; exit 1; }
 "${compare[@]}" "$work/seeded" --same-weights-bytes
 "$parity" diff "$fixture/trace.jsonl" "$work/seeded/trace.jsonl"
-echo "golden $variant: matches the committed fixture"
+echo "== one weight perturbed: parity diff names the first site it changes"
+# Layer 1's fc2 weight changes layer 1's contribution first; layer 0 and layer 1's
+# accumulator (= layer 0's output) stay as they were.
+PYTHONPATH="$src/tools/megatron" "$venv/bin/python" -c '
+import sys, safetensors_io as s
+w, _ = s.load(sys.argv[1])
+w["decoder.layers.1.mlp.linear_fc2.weight"][0, 0] += 0.05
+s.save(w, sys.argv[2])' "$fixture/weights.safetensors" "$work/perturbed.safetensors"
+"${golden[@]}" "$work/perturbed" --weights "$work/perturbed.safetensors" 2>"$work/perturbed.log" ||
+  { cat "$work/perturbed.log"; exit 1; }
+set +e
+"$parity" diff "$fixture/trace.jsonl" "$work/perturbed/trace.jsonl" >"$work/diff.out"
+code=$?
+set -e
+cat "$work/diff.out"
+expected="traces differ: decoder.layers.1.residual_contribution (rank 0, step 0, microbatch 0, phase eager): "
+if [[ $code -ne 1 ]] || ! grep -qF "$expected" "$work/diff.out"; then
+  echo "FAIL: parity diff exited $code; expected 1 and a line starting '$expected'"
+  exit 1
+fi
+echo "golden $variant: matches the committed fixture; a perturbed weight is found"
