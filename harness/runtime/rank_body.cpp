@@ -24,7 +24,6 @@ std::chrono::milliseconds timeout_ms(const LaunchSpec& spec) {
 void single_intra_op_thread() {
   static std::once_flag once;
   std::call_once(once, [] {
-    at::set_num_threads(1);
     // OpenBLAS (Debian's libblas alternative) keeps its own pthread pool, which
     // at::set_num_threads does not limit: with one rank per thread every rank's
     // GEMMs would start BLAS threads that spin against each other (measured:
@@ -32,7 +31,28 @@ void single_intra_op_thread() {
     using SetThreads = void (*)(int);
     if (auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
       set(1);
+    // First calls of some CPU kernels are not safe to race on pip LibTorch 2.11
+    // (MKL inside): when two rank threads ran the model's first GELU at once,
+    // about 1 run in 150 got a few elements with other rounding (seen as
+    // digest differences in layer 0's first microbatch only, never later).
+    // One call of each kernel family here, before any rank thread exists,
+    // takes their lazy set-up off the rank threads.
+    at::NoGradGuard no_grad;
+    const at::Tensor x = at::linspace(-3.0, 3.0, 1024, at::kFloat).view({32, 32});
+    const at::Tensor w = x.t().contiguous();
+    const at::Tensor y = at::matmul(x.view({16, 2, 32}), w.t()) + x[0];
+    (void)(y * 0.5 * (1.0 + at::erf(y * 0.7071067811865476)));
+    (void)at::softmax(y, -1);
+    (void)(at::rsqrt(y * y + 1.0) * at::exp(-y) * at::sigmoid(y) * at::tanh(y) * at::log1p(y.abs()));
+    (void)at::matmul(y.view({2, 16, 32}), y.view({2, 16, 32}).transpose(-2, -1));
+    (void)y.sum();
   });
+  // Per thread, every call: OpenMP's thread count and MKL's (pip LibTorch 2.x
+  // links MKL, whose mkl_set_num_threads_local is per thread) are thread-local.
+  // A rank thread that left them alone ran its first GEMMs with MKL's default
+  // team, whose split of the work is scheduled at run time: CI saw run-to-run
+  // digest differences on torch 2.11 in the same scenario.
+  at::set_num_threads(1);
 }
 
 // A peer that died closes its sockets; a write to them must fail the
@@ -60,6 +80,7 @@ nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine) {
 }
 
 RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const CancelToken& cancel) {
+  single_intra_op_thread();  // this rank's thread: see there
   RankEnd end;
   auto failed = [&](const std::string& message, bool mismatch) {
     end.outcome = Outcome::threw;

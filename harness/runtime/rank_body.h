@@ -60,8 +60,11 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
 // (uint8), padded to the longest. Returns a JSON array by rank.
 nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine);
 
-// Once per process: one intra-op thread (and one OpenBLAS thread), SIGPIPE ignored.
+// One intra-op thread on the calling thread (OpenMP and MKL count per thread;
+// run_rank_body calls it on each rank's thread) and, once per process, one
+// OpenBLAS thread.
 void single_intra_op_thread();
+// Once per process: SIGPIPE ignored.
 void ignore_sigpipe();
 
 }  // namespace parity

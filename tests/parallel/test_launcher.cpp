@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -184,6 +185,31 @@ TEST(Launcher, RegisteredProgramsAndUnknownNames) {
   ASSERT_TRUE(r.ok()) << r.failure->text();
   EXPECT_EQ(r.results[3], (nlohmann::json{{"tp", 1}, {"dp", 1}}));
   EXPECT_THROW(launch(layout(1, 1, 1), "no-such-program"), std::invalid_argument);
+}
+
+// OpenMP's and MKL's thread counts are per thread: each rank thread must have
+// set its own to one before its first op, or MKL's team splits a rank's GEMMs
+// at run time (run-to-run digest differences seen on torch 2.11 in CI).
+TEST(Launcher, EveryRankThreadRunsOneIntraOpThread) {
+  using GetThreads = int (*)();
+  auto threads_of = [](const char* symbol) {
+    auto get = reinterpret_cast<GetThreads>(::dlsym(RTLD_DEFAULT, symbol));
+    return get != nullptr ? get() : -1;
+  };
+  register_rank_program("test-intra-op-threads", [threads_of](RankContext&) {
+    return nlohmann::json{{"omp", threads_of("omp_get_max_threads")},
+                          {"mkl", threads_of("mkl_get_max_threads")}};
+  });
+  const LaunchResult r = launch(layout(2, 1, 2), "test-intra-op-threads");
+  ASSERT_TRUE(r.ok()) << r.failure->text();
+  if (threads_of("omp_get_max_threads") < 0 && threads_of("mkl_get_max_threads") < 0)
+    GTEST_SKIP() << "this LibTorch links neither OpenMP nor MKL";
+  for (const nlohmann::json& rank : r.results) {
+    for (const char* runtime : {"omp", "mkl"}) {
+      const int n = rank.at(runtime).get<int>();
+      if (n >= 0) EXPECT_EQ(n, 1) << runtime << " on a rank thread: " << rank.dump();
+    }
+  }
 }
 
 TEST(Launcher, EnvModeReadsTorchrunAndSlurmVariables) {
