@@ -43,7 +43,8 @@ void single_intra_op_thread() {
     const at::Tensor y = at::matmul(x.view({16, 2, 32}), w.t()) + x[0];
     (void)(y * 0.5 * (1.0 + at::erf(y * 0.7071067811865476)));
     (void)at::softmax(y, -1);
-    (void)(at::rsqrt(y * y + 1.0) * at::exp(-y) * at::sigmoid(y) * at::tanh(y) * at::log1p(y.abs()));
+    (void)(at::rsqrt(y * y + 1.0) * at::exp(-y) * at::sigmoid(y) * at::tanh(y) *
+           at::log1p(y.abs()));
     (void)at::matmul(y.view({2, 16, 32}), y.view({2, 16, 32}).transpose(-2, -1));
     (void)y.sum();
   });
