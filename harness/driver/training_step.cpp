@@ -17,6 +17,8 @@
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/model/gpt_model.h"
+#include "harness/model/loaded_batch.h"
+#include "harness/model/loaded_weights.h"
 #include "harness/observation/execution_point.h"
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
@@ -62,7 +64,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       // Keep the phase: under full-iteration graphs the runner set it around the body.
       ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
       const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
-      const MicrobatchData data = microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
+      const MicrobatchData data = o.batch ? o.batch->microbatch(index)
+                                          : microbatch_data(c.seed, index, c.seq, c.micro_batch,
+                                                            c.vocab);
       const at::Tensor tokens = model.slice_sequence(data.tokens);
       const at::Tensor labels = model.slice_sequence(data.labels);
       const at::Tensor logits =
@@ -166,7 +170,15 @@ nlohmann::json run_model_program(RankContext& ctx) {
   // The rank program's arguments are the run's RunConfig (harness/config/launch_mapping.h).
   const RunConfig config = run_config_from_json(ctx.arguments);
   const std::unique_ptr<Backend> backend = make_backend(config.backend);
-  GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups));
+  std::unique_ptr<LoadedWeights> weights;
+  if (!config.load_weights.empty()) weights = std::make_unique<LoadedWeights>(config.load_weights);
+  GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups),
+                 weights.get());
+  weights.reset();  // the model holds its own shards
+  std::unique_ptr<LoadedBatch> batch;
+  if (!config.load_batch.empty())
+    batch = std::make_unique<LoadedBatch>(config.load_batch, config.global_batch(), config.seq,
+                                          config.micro_batch, config.vocab);
   std::unique_ptr<TraceRecorder> recorder;
   if (!config.trace.empty()) recorder = std::make_unique<TraceRecorder>(ctx.rank);
   std::unique_ptr<MetricCollector> collector;
@@ -181,6 +193,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
   options.steps = config.steps;
   options.microbatches = config.microbatches;
   options.lr = config.lr;
+  options.batch = batch.get();
   options.recorder = recorder.get();
   options.collector = collector.get();
   options.executor = executor.get();

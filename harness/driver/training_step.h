@@ -16,6 +16,7 @@
 namespace parity {
 
 class GPTModel;
+class LoadedBatch;
 class TraceRecorder;
 class MetricCollector;
 class MetricExecutor;
@@ -34,6 +35,9 @@ struct TrainingOptions {
   // end_step, before after_step): StepResult::metrics.
   MetricCollector* collector = nullptr;
   MetricExecutor* executor = nullptr;
+  // When set, the inputs come from it (--load-batch) instead of the seeded
+  // microbatch_data; it must outlive run_training.
+  const LoadedBatch* batch = nullptr;
   // Called on the rank thread after every step (fault points, cancellation).
   std::function<void(std::int64_t step)> after_step;
 };
