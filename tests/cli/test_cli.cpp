@@ -368,6 +368,8 @@ std::vector<BadValue> bad_values() {
       one("runtime-gather-output", "sometimes"),
       one("lr", "-0.5"),
       one("metrics", "nope"),
+      one("load-weights", "/nonexistent-parity-dir/w.safetensors"),
+      one("load-batch", "/nonexistent-parity-dir/b.safetensors"),
   };
 }
 
