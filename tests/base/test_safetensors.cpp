@@ -129,5 +129,38 @@ TEST(TensorFile, MissingAndUnknownFilesAreNamed) {
   }
 }
 
+// The committed torch.save fixtures (tests/fixtures/weights/make_torch_save.py).
+// __FILE__ is absolute, or (ccache's base_dir) relative to the build folder,
+// which is the parent of the tests' working directory.
+std::string fixture(const std::string& name) {
+  const std::string here = __FILE__;
+  const std::string path = here.substr(0, here.rfind('/')) + "/../fixtures/weights/" + name;
+  return path[0] == '/' || files::exists(path) ? path : "../" + path;
+}
+
+TEST(TensorFile, TorchSaveDictOfTensorsIsReadAndNonTensorsAreSkipped) {
+  ASSERT_TRUE(files::exists(fixture("plain_dict.pt"))) << fixture("plain_dict.pt");
+  const NamedTensors t = read_tensor_file(fixture("plain_dict.pt"));
+  ASSERT_EQ(t.size(), 2u);  // c._extra_state = None is skipped
+  EXPECT_EQ(t[0].first, "a.weight");
+  EXPECT_TRUE(at::equal(t[0].second, at::arange(6, at::kFloat).view({2, 3})));
+  EXPECT_EQ(t[1].first, "b.bias");
+  EXPECT_TRUE(at::equal(t[1].second, at::tensor({1.5, -2.0}, at::kDouble)));
+}
+
+TEST(TensorFile, AnUnreadableTorchSaveIsOneLineSayingWhatToDo) {
+  // model.state_dict() is an OrderedDict with attributes: LibTorch 1.13's
+  // unpickler cannot build it (docs/weights.md); 2.x may read it.
+  try {
+    const NamedTensors t = read_tensor_file(fixture("state_dict.pt"));
+    EXPECT_EQ(t.size(), 2u);  // weight and bias of a Linear(2, 2)
+  } catch (const TensorFileError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NE(what.find("state_dict.pt: torch.save: "), std::string::npos) << what;
+    EXPECT_NE(what.find("use safetensors"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace parity
