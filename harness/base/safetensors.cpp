@@ -13,7 +13,8 @@
 #include "harness/base/files.h"
 
 // The format is little-endian; parity copies bytes as they are.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors I/O assumes a little-endian host");
 
 namespace parity::safetensors {
 namespace {
@@ -26,8 +27,8 @@ struct DTypeEntry {
   at::ScalarType type;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},   {"BF16", at::kBFloat16},
-    {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort},  {"I8", at::kChar},
+    {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},  {"BF16", at::kBFloat16},
+    {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
     {"U8", at::kByte},    {"BOOL", at::kBool},
 };
 
@@ -63,20 +64,24 @@ Entry parse_entry(const std::string& source, const std::string& name, const nloh
     if (key != "dtype" && key != "shape" && key != "data_offsets")
       fail(source, where + ": unknown field \"" + key + "\"");
   }
-  if (!e.contains("dtype") || !e["dtype"].is_string()) fail(source, where + ": no string \"dtype\"");
+  if (!e.contains("dtype") || !e["dtype"].is_string())
+    fail(source, where + ": no string \"dtype\"");
   const std::string dtype = e["dtype"].get<std::string>();
   Entry out;
   out.name = name;
   bool known = false;
   for (const DTypeEntry& d : kDTypes)
     if (dtype == d.name) out.type = d.type, known = true;
-  if (!known) fail(source, where + ": dtype \"" + dtype + "\" is not supported (F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)");
+  if (!known)
+    fail(source, where + ": dtype \"" + dtype +
+                     "\" is not supported (F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)");
   if (!e.contains("shape") || !e["shape"].is_array()) fail(source, where + ": no \"shape\" array");
   // numel * itemsize must not overflow: every partial product stays below 2^62.
   std::uint64_t numel = 1;
   for (const nlohmann::json& d : e["shape"]) {
     if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
-      fail(source, where + ": shape " + e["shape"].dump() + " has an entry that is not a non-negative integer");
+      fail(source, where + ": shape " + e["shape"].dump() +
+                       " has an entry that is not a non-negative integer");
     const std::uint64_t v = d.get<std::uint64_t>();
     if (v > (std::uint64_t(1) << 62) || (v != 0 && numel > (std::uint64_t(1) << 62) / v))
       fail(source, where + ": shape " + e["shape"].dump() + " is too large");
@@ -125,7 +130,8 @@ std::string serialize(const std::vector<std::pair<std::string, at::Tensor>>& ten
   for (const auto& [name, tensor] : tensors) {
     if (name.empty() || name == "__metadata__")
       throw FormatError("safetensors: a tensor cannot be named \"" + name + "\"");
-    if (header.contains(name)) throw FormatError("safetensors: tensor \"" + name + "\" given twice");
+    if (header.contains(name))
+      throw FormatError("safetensors: tensor \"" + name + "\" given twice");
     at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
     const std::uint64_t bytes = static_cast<std::uint64_t>(t.numel()) * t.element_size();
     header[name] = {{"dtype", dtype_name(t.scalar_type())},
@@ -148,9 +154,11 @@ std::string serialize(const std::vector<std::pair<std::string, at::Tensor>>& ten
 
 Contents parse(std::string_view bytes, const std::string& source) {
   if (bytes.size() < 8)
-    fail(source, "the file has " + std::to_string(bytes.size()) + " bytes, fewer than the 8-byte header length");
+    fail(source, "the file has " + std::to_string(bytes.size()) +
+                     " bytes, fewer than the 8-byte header length");
   const std::uint64_t n = read_u64_le(bytes.data());
-  if (n > kMaxHeader) fail(source, "header length " + std::to_string(n) + " is over the 100 MB limit");
+  if (n > kMaxHeader)
+    fail(source, "header length " + std::to_string(n) + " is over the 100 MB limit");
   if (n > bytes.size() - 8)
     fail(source, "header length " + std::to_string(n) + " is past the end of the file (" +
                      std::to_string(bytes.size()) + " bytes)");
@@ -209,8 +217,7 @@ Contents parse(std::string_view bytes, const std::string& source) {
 
 Contents read_file(const std::string& path) {
   const std::optional<std::string> bytes = files::read(path);
-  if (!bytes)
-    throw FormatError(path + (files::exists(path) ? ": cannot read" : ": no such file"));
+  if (!bytes) throw FormatError(path + (files::exists(path) ? ": cannot read" : ": no such file"));
   return parse(*bytes, path);
 }
 

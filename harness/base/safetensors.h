@@ -16,7 +16,8 @@
 
 namespace parity::safetensors {
 
-// One line: "FILE: safetensors: tensor \"w\": data_offsets [0, 12] hold 12 bytes, F32 [2, 2] needs 16".
+// One line: "FILE: safetensors: tensor \"w\": data_offsets [0, 12] hold 12 bytes, F32 [2, 2] needs
+// 16".
 class FormatError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

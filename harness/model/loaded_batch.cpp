@@ -21,13 +21,15 @@ LoadedBatch::LoadedBatch(const std::string& path, std::int64_t global_batch, std
                                std::to_string(global_batch);
   auto field = [&](const char* name) {
     const at::Tensor* t = file.find(name);
-    if (t == nullptr) throw BatchError(path + ": " + name + ": missing (expected " + expected + ")");
+    if (t == nullptr)
+      throw BatchError(path + ": " + name + ": missing (expected " + expected + ")");
     if (t->scalar_type() != at::kLong)
       throw BatchError(path + ": " + name + ": dtype " + c10::toString(t->scalar_type()) +
                        ", expected " + expected);
     if (t->dim() != 2 || t->size(1) != seq || t->size(0) == 0 || t->size(0) % global_batch != 0) {
       std::string shape = "[";
-      for (std::int64_t d = 0; d < t->dim(); ++d) shape += (d ? ", " : "") + std::to_string(t->size(d));
+      for (std::int64_t d = 0; d < t->dim(); ++d)
+        shape += (d ? ", " : "") + std::to_string(t->size(d));
       throw BatchError(path + ": " + name + ": shape " + shape + "], expected " + expected);
     }
     if (t->numel() > 0) {
@@ -46,7 +48,8 @@ LoadedBatch::LoadedBatch(const std::string& path, std::int64_t global_batch, std
                      std::to_string(tokens_.size(0)));
   for (const auto& [name, t] : file.tensors)
     if (name != "tokens" && name != "labels")
-      throw BatchError(path + ": " + name + ": unknown tensor (a batch file holds tokens and labels)");
+      throw BatchError(path + ": " + name +
+                       ": unknown tensor (a batch file holds tokens and labels)");
 }
 
 MicrobatchData LoadedBatch::microbatch(std::int64_t index) const {

@@ -81,7 +81,8 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
   std::vector<at::Tensor> shards;
   bool ok = true;
   for (int f = 0; f < k; ++f) {
-    const std::string where = k == 1 ? r.name : r.name + " (" + files_[static_cast<std::size_t>(f)] + ")";
+    const std::string where =
+        k == 1 ? r.name : r.name + " (" + files_[static_cast<std::size_t>(f)] + ")";
     const at::Tensor* t = find(static_cast<std::size_t>(f), r.name);
     if (t == nullptr) {
       problems_.push_back(where + ": missing from the file (the model expects shape " +
@@ -119,8 +120,9 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
   if (r.shard.replicated())
     for (int f = 1; f < k; ++f)
       if (!at::equal(shards[static_cast<std::size_t>(f)], shards[0])) {
-        problems_.push_back(r.name + ": replicated over TP, but " + files_[static_cast<std::size_t>(f)] +
-                            " holds different values than " + files_[0]);
+        problems_.push_back(r.name + ": replicated over TP, but " +
+                            files_[static_cast<std::size_t>(f)] + " holds different values than " +
+                            files_[0]);
         return placeholder();
       }
   const at::Tensor full = k == 1 ? shards[0] : unshard(shards, r.shard);

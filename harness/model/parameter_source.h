@@ -14,12 +14,12 @@
 namespace parity {
 
 struct ParameterRequest {
-  std::string name;                     // "decoder.layers.0.mlp.linear_fc1.weight"
-  std::vector<std::int64_t> full_shape; // unsharded
-  ShardSpec shard;                      // how the full tensor is split over TP
+  std::string name;                      // "decoder.layers.0.mlp.linear_fc1.weight"
+  std::vector<std::int64_t> full_shape;  // unsharded
+  ShardSpec shard;                       // how the full tensor is split over TP
   int tp_rank = 0;
   int tp_size = 1;
-  at::ScalarType dtype = at::kFloat;    // the model's
+  at::ScalarType dtype = at::kFloat;  // the model's
 };
 
 class ParameterSource {

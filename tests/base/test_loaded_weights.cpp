@@ -167,7 +167,7 @@ TEST(LoadedBatch, RowsMapToGlobalMicrobatchesAndStepsReuseTheBatch) {
   LoadedBatch b(path, 4, 3, 2, 20);
   const MicrobatchData g1 = b.microbatch(1);
   EXPECT_TRUE(at::equal(g1.tokens, tokens.slice(0, 2, 4).t()));  // [seq, micro_batch]
-  EXPECT_TRUE(at::equal(b.microbatch(3).tokens, g1.tokens));      // step 1 reuses step 0's
+  EXPECT_TRUE(at::equal(b.microbatch(3).tokens, g1.tokens));     // step 1 reuses step 0's
 }
 
 TEST(LoadedBatch, BadFieldsAreNamed) {

@@ -36,7 +36,8 @@ Outcome run(std::vector<std::string> a, const std::string& report) {
   o.code = run_command_line(static_cast<int>(argv.size()), argv.data(), out, err);
   o.err = err.str();
   if (o.code == kExitOk)
-    o.step0 = nlohmann::json::parse(files::read(report).value())["launch"]["results"][0]["steps"][0];
+    o.step0 =
+        nlohmann::json::parse(files::read(report).value())["launch"]["results"][0]["steps"][0];
   return o;
 }
 
