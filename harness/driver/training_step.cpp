@@ -64,9 +64,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       // Keep the phase: under full-iteration graphs the runner set it around the body.
       ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
       const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
-      const MicrobatchData data = o.batch ? o.batch->microbatch(index)
-                                          : microbatch_data(c.seed, index, c.seq, c.micro_batch,
-                                                            c.vocab);
+      const MicrobatchData data =
+          o.batch ? o.batch->microbatch(index)
+                  : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
       const at::Tensor tokens = model.slice_sequence(data.tokens);
       const at::Tensor labels = model.slice_sequence(data.labels);
       const at::Tensor logits =

@@ -51,9 +51,10 @@ at::Tensor ParameterFactory::make(const std::string& name, std::vector<std::int6
   const at::ScalarType dtype = to_scalar_type(config_.dtype);
   // Made on the CPU (identical for every backend), then placed on the backend's device.
   at::Tensor local =
-      source_ ? source_->local_value({name, std::move(full_shape), shard, tp_rank_, tp_size_, dtype})
-              : shard_of(full_parameter(config_.seed, name, std::move(full_shape), kind, std, dtype),
-                         shard, tp_rank_, tp_size_);
+      source_
+          ? source_->local_value({name, std::move(full_shape), shard, tp_rank_, tp_size_, dtype})
+          : shard_of(full_parameter(config_.seed, name, std::move(full_shape), kind, std, dtype),
+                     shard, tp_rank_, tp_size_);
   local = local.to(device_);
   local.requires_grad_(true);
   parameters_.push_back(Parameter{name, local, shard, sequence_parallel});
