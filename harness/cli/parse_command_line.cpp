@@ -171,6 +171,9 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
     sources.set(key, {ValueOrigin::command_line, ""});
   }
   RunConfig c = run_config_from_json(base);
+  if (check_like && !c.dump.empty())
+    violations.push_back({"dump", c.dump, "parity run only (parity check launches several runs)",
+                          ConfigViolation::Kind::text});
   if (check_like && c.launch == LaunchMode::env)
     violations.push_back({"launch", "env",
                           "parity check launches several worlds (the single-rank reference "

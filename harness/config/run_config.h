@@ -103,6 +103,7 @@ struct RunConfig {
   // --- inputs from files (docs/weights.md); "" = seeded
   std::string load_weights;  // safetensors / torch.save state dict, or FILE.tp{r}
   std::string load_batch;    // safetensors: tokens, labels int64 [rows, seq]
+  std::string dump;          // parity run --dump DIR; "" = none
 
   int world_size() const { return tp * cp * dp; }
   // Parsed recompute spec; call only on a validated config (throws otherwise).

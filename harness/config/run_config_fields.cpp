@@ -214,6 +214,10 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(text("load-batch", &RunConfig::load_batch, kModel,
                    "the inputs from FILE (safetensors: tokens and labels, int64 [global batch, "
                    "seq]; reused by every step) instead of the seeded batch (docs/weights.md)"));
+  f.push_back(text("dump", &RunConfig::dump, kModel,
+                   "parity run: write weights, inputs, step 0's logits, per-token loss and "
+                   "gradients (safetensors, full) with manifest.json and the trace to DIR "
+                   "(replaced atomically; its parent must exist; docs/weights.md)"));
   return f;
 }
 

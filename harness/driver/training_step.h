@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <nlohmann/json_fwd.hpp>
 
 #include "harness/observation/source_kind.h"
@@ -38,6 +39,13 @@ struct TrainingOptions {
   // When set, the inputs come from it (--load-batch) instead of the seeded
   // microbatch_data; it must outlive run_training.
   const LoadedBatch* batch = nullptr;
+  // --dump (run_dump.h): called after each step's forward/backward with this
+  // rank's logits and per-token losses of every microbatch, and after
+  // finalize_grads before the update. Every rank must call them (gathers).
+  std::function<void(std::int64_t step, const std::vector<at::Tensor>& logits,
+                     const std::vector<at::Tensor>& token_losses)>
+      after_backward;
+  std::function<void(std::int64_t step)> after_finalize_grads;
   // Called on the rank thread after every step (fault points, cancellation).
   std::function<void(std::int64_t step)> after_step;
 };

@@ -370,6 +370,7 @@ std::vector<BadValue> bad_values() {
       one("metrics", "nope"),
       one("load-weights", "/nonexistent-parity-dir/w.safetensors"),
       one("load-batch", "/nonexistent-parity-dir/b.safetensors"),
+      one("dump", "/nonexistent-parity-dir/d"),
   };
 }
 
