@@ -1,11 +1,16 @@
 // parity run: trains the model for --steps steps; per-step loss table, the
 // observation trace with --trace.
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <ostream>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/base/files.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_output.h"
+#include "harness/driver/run_dump.h"
 #include "harness/driver/training_step.h"
 
 namespace parity::cli {
@@ -21,6 +26,31 @@ void print_run_header(const RunConfig& c, std::ostream& out) {
       << " step(s), SGD lr " << c.lr << ", seed " << c.seed << std::endl;
 }
 
+// --dump: the ranks write into DIR.partial; this adds manifest.json and
+// trace.jsonl, then renames it over DIR. "" when done, else why not.
+std::string finish_dump(const RunConfig& c, const LaunchResult& result) {
+  const std::string staging = dump_staging_path(c.dump);
+  nlohmann::json files;
+  for (const nlohmann::json& r : result.results)
+    if (r.is_object() && r.contains("dump")) files = r["dump"];
+  if (files.is_null()) return "rank 0 returned no dump";
+  const std::string jsonl = trace_jsonl(result);
+  files["trace.jsonl"] = {{"holds", "every rank's observations, JSONL (docs/trace-format.md)"},
+                          {"records", std::count(jsonl.begin(), jsonl.end(), '\n')}};
+  const nlohmann::json manifest = {
+      {"format", "parity-dump"}, {"version", 1}, {"scenario", to_json(c)}, {"files", files}};
+  try {
+    files::write_atomically(staging + "/trace.jsonl", jsonl);
+    files::write_atomically(staging + "/manifest.json", manifest.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (!files::remove_tree(c.dump)) return "cannot remove the old " + c.dump;
+  if (std::rename(staging.c_str(), c.dump.c_str()) != 0)
+    return "cannot rename " + staging + " to " + c.dump + ": " + std::strerror(errno);
+  return "";
+}
+
 }  // namespace
 
 int run_training_command(const CommandContext& ctx) {
@@ -28,6 +58,16 @@ int run_training_command(const CommandContext& ctx) {
   const int rank = printing_rank(ctx);
   if (rank == 0) print_run_header(config, ctx.out);
   register_model_program();
+  if (!config.dump.empty() && rank == 0) {
+    const std::string staging = dump_staging_path(config.dump);
+    files::remove_tree(staging);
+    try {
+      files::create_directories(staging);
+    } catch (const std::exception& e) {
+      ctx.err << "parity run: --dump " << config.dump << ": " << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
   LaunchResult result;
   if (const int code = launch_program(ctx, kModelProgram, &result); code >= 0) return code;
 
@@ -56,6 +96,15 @@ int run_training_command(const CommandContext& ctx) {
       } catch (const std::exception& e) {
         ctx.err << "parity run: --trace " << config.trace << ": " << e.what() << "\n";
         if (code == kExitOk) code = kExitBadInput;
+      }
+    }
+    if (!config.dump.empty()) {
+      const std::string why = finish_dump(config, result);
+      if (!why.empty()) {
+        ctx.err << "parity run: --dump " << config.dump << ": " << why << "\n";
+        if (code == kExitOk) code = kExitBadInput;
+      } else {
+        trace_note += ", dump " + config.dump;
       }
     }
     ctx.out << "run " << (code == kExitOk ? "done" : "FAILED") << ": " << result.world_size

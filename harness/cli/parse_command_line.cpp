@@ -12,6 +12,7 @@
 #include "harness/checks/scenario.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_options.h"
+#include "harness/config/input_files.h"
 #include "harness/config/value_sources.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/source_kind.h"
@@ -190,6 +191,9 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
     sources.set(key, {ValueOrigin::command_line, ""});
   }
   RunConfig c = run_config_from_json(base);
+  if (check_like && !c.dump.empty())
+    violations.push_back({"dump", c.dump, "parity run only (parity check launches several runs)",
+                          ConfigViolation::Kind::text});
   if (check_like && c.launch == LaunchMode::env)
     violations.push_back({"launch", "env",
                           "parity check launches several worlds (the single-rank reference "
@@ -203,6 +207,9 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   if (c.launch == LaunchMode::env && !check_like)
     for (ConfigViolation& v : read_env_rank(c, nullptr, options.getenv))
       violations.push_back(std::move(v));
+  // The weight and batch files are read only for a config that is otherwise valid.
+  if (violations.empty() && parsed.errors.empty())
+    for (ConfigViolation& v : check_input_files(c)) violations.push_back(std::move(v));
   for (const ConfigViolation& v : violations)
     parsed.errors.push_back(describe_violation(v, sources, c));
   parsed.config = c;

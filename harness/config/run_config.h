@@ -100,6 +100,10 @@ struct RunConfig {
   // --metrics names (docs/metrics.md); empty = no metric collector. Checked by
   // parse_metric_names; forward metrics are rejected under full-iteration graphs.
   std::vector<std::string> metrics;
+  // --- inputs from files (docs/weights.md); "" = seeded
+  std::string load_weights;  // safetensors / torch.save state dict, or FILE.tp{r}
+  std::string load_batch;    // safetensors: tokens, labels int64 [rows, seq]
+  std::string dump;          // parity run --dump DIR; "" = none
 
   int world_size() const { return tp * cp * dp; }
   // Parsed recompute spec; call only on a validated config (throws otherwise).

@@ -207,6 +207,17 @@ std::vector<RunConfigField> make_fields() {
                    "metrics to collect after every step, comma-separated (docs/metrics.md), e.g. "
                    "layer-residual-contribution-l2,global-output-logits-l2",
                    true, "an array of metric names"));
+  f.push_back(text("load-weights", &RunConfig::load_weights, kModel,
+                   "the weights from FILE (safetensors or a torch.save state dict with Megatron's "
+                   "key names; unsharded, or FILE.tp0, FILE.tp1, ... per TP rank) instead of the "
+                   "seeded init (docs/weights.md)"));
+  f.push_back(text("load-batch", &RunConfig::load_batch, kModel,
+                   "the inputs from FILE (safetensors: tokens and labels, int64 [global batch, "
+                   "seq]; reused by every step) instead of the seeded batch (docs/weights.md)"));
+  f.push_back(text("dump", &RunConfig::dump, kModel,
+                   "parity run: write weights, inputs, step 0's logits, per-token loss and "
+                   "gradients (safetensors, full) with manifest.json and the trace to DIR "
+                   "(replaced atomically; its parent must exist; docs/weights.md)"));
   return f;
 }
 

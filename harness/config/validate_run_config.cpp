@@ -166,7 +166,7 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   }
 
   // Output files: their folder must exist, so a long run does not end in a write error.
-  for (const char* key : {"report", "trace"}) {
+  for (const char* key : {"report", "trace", "dump"}) {
     const std::string path = text_of(key);
     if (!path.empty() && !files::is_directory(folder_of(path)))
       add(key, "folder " + folder_of(path) + " does not exist");

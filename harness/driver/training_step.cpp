@@ -13,10 +13,13 @@
 #include "harness/backend/registry.h"
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
+#include "harness/driver/run_dump.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/model/gpt_model.h"
+#include "harness/model/loaded_batch.h"
+#include "harness/model/loaded_weights.h"
 #include "harness/observation/execution_point.h"
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
@@ -57,18 +60,23 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   // full-iteration graphs the capture iteration runs it twice.
   std::vector<at::Tensor> logits_of(static_cast<std::size_t>(o.microbatches));
   std::vector<at::Tensor> loss_of(static_cast<std::size_t>(o.microbatches));
+  std::vector<at::Tensor> token_losses_of(static_cast<std::size_t>(o.microbatches));
   auto body = [&] {
     for (std::int64_t m = 0; m < o.microbatches; ++m) {
       // Keep the phase: under full-iteration graphs the runner set it around the body.
       ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
       const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
-      const MicrobatchData data = microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
+      const MicrobatchData data =
+          o.batch ? o.batch->microbatch(index)
+                  : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
       const at::Tensor tokens = model.slice_sequence(data.tokens);
       const at::Tensor labels = model.slice_sequence(data.labels);
       const at::Tensor logits =
           model.forward(tokens, positions, model.config().runtime_gather_output);
-      const at::Tensor loss = model.token_losses(logits, labels).sum() / global_tokens;
+      const at::Tensor token_losses = model.token_losses(logits, labels);
+      const at::Tensor loss = token_losses.sum() / global_tokens;
       loss.backward();
+      token_losses_of[static_cast<std::size_t>(m)] = token_losses.detach();
       logits_of[static_cast<std::size_t>(m)] = logits.detach();
       loss_of[static_cast<std::size_t>(m)] = loss.detach();
     }
@@ -88,7 +96,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   }
 
   ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
+  if (o.after_backward) o.after_backward(step, logits_of, token_losses_of);
   model.finalize_grads();
+  if (o.after_finalize_grads) o.after_finalize_grads(step);
   r.loss = sum_over(par.dp, sum_over(par.cp, loss_share));
   at::NoGradGuard no_grad;
   r.grad_digest = kFnvOffset;
@@ -166,9 +176,19 @@ nlohmann::json run_model_program(RankContext& ctx) {
   // The rank program's arguments are the run's RunConfig (harness/config/launch_mapping.h).
   const RunConfig config = run_config_from_json(ctx.arguments);
   const std::unique_ptr<Backend> backend = make_backend(config.backend);
-  GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups));
+  std::unique_ptr<LoadedWeights> weights;
+  if (!config.load_weights.empty()) weights = std::make_unique<LoadedWeights>(config.load_weights);
+  GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups),
+                 weights.get());
+  weights.reset();  // the model holds its own shards
+  std::unique_ptr<LoadedBatch> batch;
+  if (!config.load_batch.empty())
+    batch = std::make_unique<LoadedBatch>(config.load_batch, config.global_batch(), config.seq,
+                                          config.micro_batch, config.vocab);
   std::unique_ptr<TraceRecorder> recorder;
-  if (!config.trace.empty()) recorder = std::make_unique<TraceRecorder>(ctx.rank);
+  // --dump holds the trace too.
+  if (!config.trace.empty() || !config.dump.empty())
+    recorder = std::make_unique<TraceRecorder>(ctx.rank);
   std::unique_ptr<MetricCollector> collector;
   std::unique_ptr<MetricExecutor> executor;
   if (!config.metrics.empty()) {
@@ -181,6 +201,18 @@ nlohmann::json run_model_program(RankContext& ctx) {
   options.steps = config.steps;
   options.microbatches = config.microbatches;
   options.lr = config.lr;
+  options.batch = batch.get();
+  std::unique_ptr<RunDump> dump;
+  if (!config.dump.empty()) {
+    dump = std::make_unique<RunDump>(model, dump_staging_path(config.dump), ctx.rank == 0,
+                                     config.steps, config.microbatches, batch.get());
+    dump->write_weights_and_inputs();
+    options.after_backward = [&](std::int64_t step, const std::vector<at::Tensor>& logits,
+                                 const std::vector<at::Tensor>& token_losses) {
+      dump->write_outputs(step, logits, token_losses);
+    };
+    options.after_finalize_grads = [&](std::int64_t step) { dump->write_gradients(step); };
+  }
   options.recorder = recorder.get();
   options.collector = collector.get();
   options.executor = executor.get();
@@ -205,6 +237,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
                                                  {"hash", digest_hex(c.call_hash())}};
   }
   j["collectives"] = std::move(collectives);
+  if (dump && ctx.rank == 0) j["dump"] = dump->files();
   if (recorder) {
     j["counts"] = recorder->counts();
     nlohmann::json trace = nlohmann::json::array();

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <nlohmann/json_fwd.hpp>
 
 #include "harness/observation/source_kind.h"
@@ -16,6 +17,7 @@
 namespace parity {
 
 class GPTModel;
+class LoadedBatch;
 class TraceRecorder;
 class MetricCollector;
 class MetricExecutor;
@@ -34,6 +36,16 @@ struct TrainingOptions {
   // end_step, before after_step): StepResult::metrics.
   MetricCollector* collector = nullptr;
   MetricExecutor* executor = nullptr;
+  // When set, the inputs come from it (--load-batch) instead of the seeded
+  // microbatch_data; it must outlive run_training.
+  const LoadedBatch* batch = nullptr;
+  // --dump (run_dump.h): called after each step's forward/backward with this
+  // rank's logits and per-token losses of every microbatch, and after
+  // finalize_grads before the update. Every rank must call them (gathers).
+  std::function<void(std::int64_t step, const std::vector<at::Tensor>& logits,
+                     const std::vector<at::Tensor>& token_losses)>
+      after_backward;
+  std::function<void(std::int64_t step)> after_finalize_grads;
   // Called on the rank thread after every step (fault points, cancellation).
   std::function<void(std::int64_t step)> after_step;
 };

@@ -48,11 +48,14 @@ double scaled_std(const ModelConfig& c) {
 at::Tensor ParameterFactory::make(const std::string& name, std::vector<std::int64_t> full_shape,
                                   InitKind kind, double std, ShardSpec shard,
                                   bool sequence_parallel) {
-  at::Tensor full =
-      full_parameter(config_.seed, name, std::move(full_shape), kind, std,
-                     to_scalar_type(config_.dtype));
+  const at::ScalarType dtype = to_scalar_type(config_.dtype);
   // Made on the CPU (identical for every backend), then placed on the backend's device.
-  at::Tensor local = shard_of(full, shard, tp_rank_, tp_size_).to(device_);
+  at::Tensor local =
+      source_
+          ? source_->local_value({name, std::move(full_shape), shard, tp_rank_, tp_size_, dtype})
+          : shard_of(full_parameter(config_.seed, name, std::move(full_shape), kind, std, dtype),
+                     shard, tp_rank_, tp_size_);
+  local = local.to(device_);
   local.requires_grad_(true);
   parameters_.push_back(Parameter{name, local, shard, sequence_parallel});
   return local;
@@ -268,8 +271,10 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
 }
 
 // ---------------------------------------------------------------- model
-GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel)
-    : config_(config), params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device()) {
+GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel,
+                   ParameterSource* weights)
+    : config_(config),
+      params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device(), weights) {
   config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size());
   rng_ = backend.make_rng_tracker();
   rng_->seed(config_.seed, parallel.tp_rank());
@@ -284,6 +289,7 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
   output_layer_ = std::make_unique<ColumnParallelLinear>(
       "output_layer", &config_, params_, config_.hidden, config_.vocab, /*bias=*/false,
       config_.gather_output, config_.init_std);
+  if (weights) weights->finish();
 
   graph_runner_ = backend.make_graph_runner();
   if (!graph_runner_->supports(config_.graphs)) {

@@ -16,6 +16,7 @@
 #include "harness/model/init.h"
 #include "harness/model/model_config.h"
 #include "harness/model/parallel_context.h"
+#include "harness/model/parameter_source.h"
 #include "harness/observation/tensor_observation.h"
 
 namespace parity {
@@ -55,10 +56,12 @@ class Module : public ObservationOwner {
 // Builds (full deterministic tensor -> this rank's shard) parameters.
 class ParameterFactory {
  public:
-  // Values are made on the CPU and copied to `device` (the backend's).
+  // Values are made on the CPU and copied to `device` (the backend's); from
+  // `source` when given (it must outlive the factory's constructor calls), else
+  // the seeded init.
   ParameterFactory(const ModelConfig& config, int tp_rank, int tp_size,
-                   at::Device device = at::Device(at::kCPU))
-      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {}
+                   at::Device device = at::Device(at::kCPU), ParameterSource* source = nullptr)
+      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device), source_(source) {}
   at::Tensor make(const std::string& name, std::vector<std::int64_t> full_shape, InitKind kind,
                   double std, ShardSpec shard, bool sequence_parallel = false);
   std::vector<Parameter>& parameters() { return parameters_; }
@@ -67,6 +70,7 @@ class ParameterFactory {
   const ModelConfig& config_;
   int tp_rank_, tp_size_;
   at::Device device_;
+  ParameterSource* source_;
   std::vector<Parameter> parameters_;
 };
 
@@ -174,8 +178,11 @@ class Embedding : public Module {
 class GPTModel {
  public:
   // The backend must outlive the model. The model owns its RNG tracker, seeded
-  // from (config.seed, tp rank).
-  GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel);
+  // from (config.seed, tp rank). Parameters come from `weights` when given
+  // (used during construction only; its finish() is called at the end), else
+  // from the seeded init.
+  GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel,
+           ParameterSource* weights = nullptr);
   ~GPTModel();
 
   // tokens [s_local, b] int64 (this CP rank's part of the sequence), positions

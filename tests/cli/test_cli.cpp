@@ -98,7 +98,9 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "--backend",
                                  "reference",
                                  "--metrics",
-                                 "global-output-logits-l2,layer-residual-accumulator-l2"});
+                                 "global-output-logits-l2,layer-residual-accumulator-l2",
+                                 "--dump",
+                                 "d"});
   ASSERT_TRUE(p.errors.empty()) << p.errors.front();
   EXPECT_EQ(p.command, "run");
   const RunConfig& c = p.config;
@@ -137,10 +139,13 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.backend, "reference");
   EXPECT_EQ(c.metrics,
             (std::vector<std::string>{"global-output-logits-l2", "layer-residual-accumulator-l2"}));
-  // Every field of the table was given a non-default value above.
+  EXPECT_EQ(c.dump, "d");
+  // Every field of the table was given a non-default value above, except the
+  // input files: they are read at parse time (tests/cli/test_load_files.cpp
+  // passes them with files that fit).
   const RunConfig defaults;
   for (const RunConfigField& f : run_config_fields())
-    if (f.key != "backend") {
+    if (f.key != "backend" && f.key != "load-weights" && f.key != "load-batch") {
       EXPECT_NE(f.get(c), f.get(defaults)) << f.key;
     }
 }
@@ -368,6 +373,9 @@ std::vector<BadValue> bad_values() {
       one("runtime-gather-output", "sometimes"),
       one("lr", "-0.5"),
       one("metrics", "nope"),
+      one("load-weights", "/nonexistent-parity-dir/w.safetensors"),
+      one("load-batch", "/nonexistent-parity-dir/b.safetensors"),
+      one("dump", "/nonexistent-parity-dir/d"),
   };
 }
 

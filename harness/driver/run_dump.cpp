@@ -1,0 +1,107 @@
+#include "harness/driver/run_dump.h"
+
+#include <ATen/ATen.h>
+
+#include "harness/base/safetensors.h"
+#include "harness/model/gpt_model.h"
+#include "harness/model/loaded_batch.h"
+
+namespace parity {
+
+std::string dump_staging_path(const std::string& dir) { return dir + ".partial"; }
+
+RunDump::RunDump(GPTModel& model, std::string staging, bool writer, std::int64_t steps,
+                 std::int64_t microbatches, const LoadedBatch* batch)
+    : model_(model),
+      staging_(std::move(staging)),
+      writer_(writer),
+      steps_(steps),
+      microbatches_(microbatches),
+      batch_(batch) {}
+
+void RunDump::write(const std::string& file, const std::string& holds,
+                    const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  nlohmann::json entry = {{"holds", holds}, {"tensors", nlohmann::json::object()}};
+  for (const auto& [name, t] : tensors)
+    entry["tensors"][name] = {{"dtype", safetensors::dtype_name(t.scalar_type())},
+                              {"shape", t.sizes().vec()}};
+  files_[file] = entry;
+  if (writer_) safetensors::write_file(staging_ + "/" + file, tensors);
+}
+
+at::Tensor RunDump::full_parameter_tensor(const at::Tensor& local, const ShardSpec& spec) const {
+  Communicator* tp = model_.parallel().tp;
+  const at::Tensor t = local.detach().to(at::kCPU).contiguous();
+  if (spec.replicated() || tp == nullptr || tp->size() == 1) return t;
+  const at::Tensor all = tp->all_gather(local.detach().contiguous(), spec.dim).to(at::kCPU);
+  return unshard(all.chunk(tp->size(), spec.dim), spec);
+}
+
+at::Tensor RunDump::gather_batch(const std::vector<at::Tensor>& per_microbatch,
+                                 bool vocab_sharded) const {
+  const ParallelContext& par = model_.parallel();
+  std::vector<at::Tensor> rows;
+  for (const at::Tensor& local : per_microbatch) {
+    at::Tensor t = local.detach().contiguous();
+    if (vocab_sharded && par.tp_size() > 1) t = par.tp->all_gather(t, t.dim() - 1);
+    if (par.cp_size() > 1) {
+      // CP ranks hold chunks of the sequence at their global positions.
+      const at::Tensor gathered = par.cp->all_gather(t.contiguous(), 0).to(at::kCPU);
+      const at::Tensor positions =
+          par.cp->all_gather(model_.local_positions().contiguous(), 0).to(at::kCPU);
+      t = at::empty_like(gathered).index_copy_(0, positions, gathered);
+    }
+    rows.push_back(t.to(at::kCPU).transpose(0, 1));  // [b, seq, ...]
+  }
+  at::Tensor step = at::cat(rows, 0).contiguous();  // row m * b + j
+  if (par.dp_size() > 1) step = par.dp->all_gather(step, 0).to(at::kCPU);
+  return step;
+}
+
+void RunDump::write_weights_and_inputs() {
+  std::vector<std::pair<std::string, at::Tensor>> weights;
+  for (const Parameter& p : model_.parameters())
+    weights.emplace_back(p.name, full_parameter_tensor(p.value, p.shard));
+  write("weights.safetensors", "the initial weights, full (unsharded), Megatron's key names",
+        weights);
+  const ModelConfig& c = model_.config();
+  const std::int64_t per_step = microbatches_ * model_.parallel().dp_size();
+  std::vector<at::Tensor> tokens, labels;
+  for (std::int64_t i = 0; i < steps_ * per_step; ++i) {
+    const MicrobatchData d =
+        batch_ ? batch_->microbatch(i) : microbatch_data(c.seed, i, c.seq, c.micro_batch, c.vocab);
+    tokens.push_back(d.tokens.t());
+    labels.push_back(d.labels.t());
+  }
+  write("batch.safetensors",
+        "every step's inputs, int64 [steps * global batch, seq]: row (s * G + g) * micro_batch + "
+        "j is sequence j of global microbatch g of step s (G microbatches per step)",
+        {{"tokens", at::cat(tokens).contiguous()}, {"labels", at::cat(labels).contiguous()}});
+}
+
+void RunDump::write_outputs(std::int64_t step, const std::vector<at::Tensor>& logits,
+                            const std::vector<at::Tensor>& token_losses) {
+  if (step != 0) return;
+  const bool sharded = !logits.empty() && logits[0].size(-1) != model_.config().vocab;
+  at::Tensor l = gather_batch(logits, sharded);
+  at::Tensor loss = gather_batch(token_losses, false);
+  write("logits.safetensors", "step 0's logits, [global batch, seq, vocab] (gathered)",
+        {{"logits", l}});
+  write("loss.safetensors", "step 0's per-token cross entropy, [global batch, seq]",
+        {{"loss", loss}});
+}
+
+void RunDump::write_gradients(std::int64_t step) {
+  if (step != 0) return;
+  std::vector<std::pair<std::string, at::Tensor>> grads;
+  for (const Parameter& p : model_.parameters()) {
+    const at::Tensor g = p.value.grad().defined() ? p.value.grad() : at::zeros_like(p.value);
+    grads.emplace_back("grad." + p.name, full_parameter_tensor(g, p.shard));
+  }
+  write("grads.safetensors",
+        "step 0's gradients after finalize_grads (of the mean loss over the global batch), "
+        "full, named grad.<parameter>",
+        grads);
+}
+
+}  // namespace parity

@@ -1,0 +1,142 @@
+#include "harness/model/loaded_weights.h"
+
+#include <ATen/ATen.h>
+
+#include "harness/base/files.h"
+
+namespace parity {
+namespace {
+
+bool ignored(const std::string& name) {
+  const std::string suffix = "_extra_state";
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const std::string& l : lines) s += (s.empty() ? "" : "; ") + l;
+  return s;
+}
+
+// The shape of TP rank r's shard (every rank's is the same: shard_of splits evenly).
+std::vector<std::int64_t> shard_shape(std::vector<std::int64_t> full, const ShardSpec& spec,
+                                      int tp_size) {
+  if (!spec.replicated() && full[static_cast<std::size_t>(spec.dim)] % tp_size == 0)
+    full[static_cast<std::size_t>(spec.dim)] /= tp_size;
+  return full;
+}
+
+}  // namespace
+
+std::string shape_text(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+WeightsError::WeightsError(std::string path, std::vector<std::string> problems)
+    : std::runtime_error(path + ": " + join(problems)),
+      path_(std::move(path)),
+      problems_(std::move(problems)) {}
+
+LoadedWeights::LoadedWeights(const std::string& path) : path_(path) {
+  if (files::exists(path)) {
+    if (files::exists(path + ".tp0"))
+      throw WeightsError(path, {"both " + path + " (unsharded) and " + path +
+                                ".tp0 (per TP rank) exist: remove or rename one"});
+    files_.push_back(path);
+  } else {
+    for (int r = 0; files::exists(path + ".tp" + std::to_string(r)); ++r)
+      files_.push_back(path + ".tp" + std::to_string(r));
+    if (files_.empty())
+      throw TensorFileError(path + ": no such file (nor per-TP-rank files " + path + ".tp0, ...)");
+  }
+  for (const std::string& f : files_) {
+    NamedTensors all = read_tensor_file(f);
+    NamedTensors kept;
+    std::set<std::string> seen;
+    for (auto& [name, t] : all) {
+      if (ignored(name)) continue;
+      if (!seen.insert(name).second) throw WeightsError(f, {name + ": given twice"});
+      kept.emplace_back(name, std::move(t));
+    }
+    ranks_.push_back(std::move(kept));
+  }
+}
+
+const at::Tensor* LoadedWeights::find(std::size_t file, const std::string& name) const {
+  for (const auto& [n, t] : ranks_[file])
+    if (n == name) return &t;
+  return nullptr;
+}
+
+at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
+  used_.insert(r.name);
+  const auto placeholder = [&] {
+    return at::zeros(shard_shape(r.full_shape, r.shard, r.tp_size), at::TensorOptions(r.dtype));
+  };
+  const int k = static_cast<int>(files_.size());
+  const std::vector<std::int64_t> expected = shard_shape(r.full_shape, r.shard, k);
+  std::vector<at::Tensor> shards;
+  bool ok = true;
+  for (int f = 0; f < k; ++f) {
+    const std::string where =
+        k == 1 ? r.name : r.name + " (" + files_[static_cast<std::size_t>(f)] + ")";
+    const at::Tensor* t = find(static_cast<std::size_t>(f), r.name);
+    if (t == nullptr) {
+      problems_.push_back(where + ": missing from the file (the model expects shape " +
+                          shape_text(expected) + ")");
+      ok = false;
+      continue;
+    }
+    if (!r.shard.replicated() && k > 1 &&
+        r.full_shape[static_cast<std::size_t>(r.shard.dim)] % (r.shard.parts * k) != 0) {
+      problems_.push_back(where + ": dim " + std::to_string(r.shard.dim) + " of the full shape " +
+                          shape_text(r.full_shape) + " cannot be split over " + std::to_string(k) +
+                          " per-rank files");
+      ok = false;
+      continue;
+    }
+    if (t->sizes().vec() != expected) {
+      problems_.push_back(where + ": the file has shape " + shape_text(t->sizes()) +
+                          ", the model expects " + shape_text(expected) +
+                          (k > 1 ? " (its shard of " + shape_text(r.full_shape) + " over " +
+                                       std::to_string(k) + " TP ranks)"
+                                 : ""));
+      ok = false;
+      continue;
+    }
+    if (!at::isFloatingType(t->scalar_type())) {
+      problems_.push_back(where + ": dtype " + std::string(c10::toString(t->scalar_type())) +
+                          " is not a floating type");
+      ok = false;
+      continue;
+    }
+    shards.push_back(*t);
+  }
+  if (!ok) return placeholder();
+  // A replicated parameter must be the same in every rank's file.
+  if (r.shard.replicated())
+    for (int f = 1; f < k; ++f)
+      if (!at::equal(shards[static_cast<std::size_t>(f)], shards[0])) {
+        problems_.push_back(r.name + ": replicated over TP, but " +
+                            files_[static_cast<std::size_t>(f)] + " holds different values than " +
+                            files_[0]);
+        return placeholder();
+      }
+  const at::Tensor full = k == 1 ? shards[0] : unshard(shards, r.shard);
+  return shard_of(full.to(r.dtype), r.shard, r.tp_rank, r.tp_size);
+}
+
+void LoadedWeights::finish() {
+  for (std::size_t f = 0; f < ranks_.size(); ++f)
+    for (const auto& [name, t] : ranks_[f])
+      if (used_.count(name) == 0)
+        problems_.push_back(name + (files_.size() > 1 ? " (" + files_[f] + ")" : "") +
+                            ": in the file (shape " + shape_text(t.sizes()) +
+                            ") but the model has no such parameter");
+  if (!problems_.empty()) throw WeightsError(path_, problems_);
+}
+
+}  // namespace parity

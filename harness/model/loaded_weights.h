@@ -1,0 +1,64 @@
+#pragma once
+// Weights from a file (--load-weights FILE, docs/weights.md) as the model's
+// ParameterSource: Megatron's state-dict key names (which are parity's
+// parameter names), either one unsharded file FILE, or one file per TP rank
+// FILE.tp0 ... FILE.tp{k-1} (any k: parity reassembles the full tensor with the
+// parameter's ShardSpec and shards it for the run's TP size). Keys ending in
+// "_extra_state" are ignored. Floating tensors are converted to the model's
+// dtype (at::Tensor::to: exact into a wider type, round-to-nearest-even into a
+// narrower one); any other dtype is a problem.
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/base/tensor_file.h"
+#include "harness/model/parameter_source.h"
+
+namespace parity {
+
+// Every problem the files have against the model, one line each
+// ("decoder.layers.0.mlp.linear_fc1.weight: the file has shape [256, 64], the
+// model expects [512, 64]"); what() joins them with "; ".
+class WeightsError : public std::runtime_error {
+ public:
+  WeightsError(std::string path, std::vector<std::string> problems);
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> problems_;
+};
+
+class LoadedWeights : public ParameterSource {
+ public:
+  // Reads FILE, or FILE.tp0.. when FILE does not exist. Throws TensorFileError
+  // (unreadable or corrupt file), WeightsError (both FILE and FILE.tp0 exist;
+  // the same key twice).
+  explicit LoadedWeights(const std::string& path);
+  // A problem is recorded (and a zero tensor of the expected shape returned)
+  // instead of thrown, so that finish() can name every problem at once.
+  at::Tensor local_value(const ParameterRequest& request) override;
+  // Records every file entry no parameter asked for, then throws WeightsError
+  // when there is any problem.
+  void finish() override;
+
+  // Files read: {FILE} or {FILE.tp0, ...}.
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+  std::vector<NamedTensors> ranks_;  // one per file
+  std::set<std::string> used_;
+  std::vector<std::string> problems_;
+
+  const at::Tensor* find(std::size_t file, const std::string& name) const;
+};
+
+// "[2, 3]"
+std::string shape_text(at::IntArrayRef shape);
+
+}  // namespace parity
