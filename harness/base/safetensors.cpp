@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/base/files.h"
+#include "harness/base/shape_text.h"
 
 // The format is little-endian; parity copies bytes as they are.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -31,12 +32,6 @@ constexpr DTypeEntry kDTypes[] = {
     {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
     {"U8", at::kByte},    {"BOOL", at::kBool},
 };
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) {
   throw FormatError(source + ": safetensors: " + what);

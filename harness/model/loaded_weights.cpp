@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "harness/base/files.h"
+#include "harness/base/shape_text.h"
 
 namespace parity {
 namespace {
@@ -28,12 +29,6 @@ std::vector<std::int64_t> shard_shape(std::vector<std::int64_t> full, const Shar
 }
 
 }  // namespace
-
-std::string shape_text(at::IntArrayRef shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 WeightsError::WeightsError(std::string path, std::vector<std::string> problems)
     : std::runtime_error(path + ": " + join(problems)),

@@ -58,7 +58,4 @@ class LoadedWeights : public ParameterSource {
   const at::Tensor* find(std::size_t file, const std::string& name) const;
 };
 
-// "[2, 3]"
-std::string shape_text(at::IntArrayRef shape);
-
 }  // namespace parity
