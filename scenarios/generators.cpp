@@ -80,6 +80,12 @@ void pick_model_shape(RunConfig& c) {
   // Every dtype with and without an fp32 residual stream (fp64 + fp32 residual
   // rounds like fp32: tolerance.h), so recompute x dtype x residual is covered.
   c.fp32_residual = sometimes(3);
+  // Megatron's model options (rotary positions, tied embeddings, bias-free
+  // linears); the defaults first, so they shrink away.
+  c.position_embedding = weighted<PositionEmbeddingOption>(
+      {{3, PositionEmbeddingOption::learned}, {1, PositionEmbeddingOption::rope}});
+  c.untie = !sometimes(4);
+  c.bias_linear = !sometimes(4);
   c.gather_output = c.tp > 1 && sometimes(3);
   // The forward's runtime_gather_output, which wins over gather_output (7.7).
   c.runtime_gather_output =

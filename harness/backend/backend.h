@@ -208,6 +208,13 @@ class Backend {
   // The QKV split of Megatron's per-head [q k v] layout: mixed
   // [s, b, np * 3 * hn] -> q, k, v, each [s, b, np, hn].
   virtual std::vector<at::Tensor> split_qkv(const at::Tensor& mixed, std::int64_t head_dim) const;
+  // Megatron's rotary position embedding (rotary_percent 1.0, not interleaved):
+  // x [s, b, np, d] with positions [s] (int64, GLOBAL, so a CP rank's chunks
+  // rotate as in the whole sequence). Angles positions * base^(-2i/d) in fp32,
+  // duplicated [f, f]; cos and sin cast to x's dtype; x * cos + rotate_half(x) * sin
+  // with rotate_half(x) = [-x2, x1].
+  virtual at::Tensor rotary_embedding(const at::Tensor& x, const at::Tensor& positions,
+                                      double base) const;
   // Context parallel: every CP rank's keys and values, all-gathered on dim 0
   // (backward: reduce-scatter), in CP rank order -> {k, v}.
   virtual std::vector<at::Tensor> gather_context_parallel_kv(const at::Tensor& k,

@@ -43,6 +43,22 @@ std::vector<at::Tensor> Backend::split_qkv(const at::Tensor& mixed, std::int64_t
   return mixed.view({s, b, np_local, 3 * head_dim}).split(head_dim, -1);
 }
 
+at::Tensor Backend::rotary_embedding(const at::Tensor& x, const at::Tensor& positions,
+                                     double base) const {
+  const std::int64_t d = x.size(-1);
+  // As Megatron's RotaryEmbedding: inv_freq = 1 / base^(arange(0, d, 2) / d) and
+  // the outer product with the positions, both in fp32 whatever the model dtype.
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
+  at::Tensor inv_freq =
+      at::pow(base, at::arange(0, d, 2, f32) / static_cast<double>(d)).reciprocal();
+  at::Tensor freqs = at::outer(positions.to(f32), inv_freq);
+  at::Tensor emb = at::cat({freqs, freqs}, -1).view({x.size(0), 1, 1, d});
+  at::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+  const std::vector<at::Tensor> halves = x.chunk(2, -1);
+  at::Tensor rotated = at::cat({-halves[1], halves[0]}, -1);
+  return x * cos + rotated * sin;
+}
+
 std::vector<at::Tensor> Backend::gather_context_parallel_kv(const at::Tensor& k,
                                                             const at::Tensor& v,
                                                             Communicator& cp) const {

@@ -23,6 +23,11 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.norm = c.norm == NormOption::rmsnorm ? NormKind::rms_norm : NormKind::layer_norm;
   m.activation = c.activation == ActivationOption::swiglu ? ActivationKind::swiglu
                                                           : ActivationKind::gelu;
+  m.position_embedding = c.position_embedding == PositionEmbeddingOption::rope
+                             ? PositionEmbeddingKind::rope
+                             : PositionEmbeddingKind::learned;
+  m.untie_embeddings = c.untie;
+  m.bias_linear = c.bias_linear;
   m.seed = c.seed;
   m.sequence_parallel = c.sp;
   m.gather_output = c.gather_output;

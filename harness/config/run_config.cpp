@@ -44,6 +44,8 @@ constexpr EnumNames<NormOption, 2> kNorm{
     {{NormOption::layernorm, "layernorm"}, {NormOption::rmsnorm, "rmsnorm"}}};
 constexpr EnumNames<ActivationOption, 2> kActivation{
     {{ActivationOption::gelu, "gelu"}, {ActivationOption::swiglu, "swiglu"}}};
+constexpr EnumNames<PositionEmbeddingOption, 2> kPositionEmbedding{
+    {{PositionEmbeddingOption::learned, "learned"}, {PositionEmbeddingOption::rope, "rope"}}};
 constexpr EnumNames<GraphOption, 3> kGraphs{{{GraphOption::none, "none"},
                                            {GraphOption::per_layer, "per-layer"},
                                            {GraphOption::full_iteration, "full-iteration"}}};
@@ -62,6 +64,7 @@ std::string_view to_string(LaunchMode v) { return kLaunch.name(v); }
 std::string_view to_string(DType v) { return kDType.name(v); }
 std::string_view to_string(NormOption v) { return kNorm.name(v); }
 std::string_view to_string(ActivationOption v) { return kActivation.name(v); }
+std::string_view to_string(PositionEmbeddingOption v) { return kPositionEmbedding.name(v); }
 std::string_view to_string(GraphOption v) { return kGraphs.name(v); }
 std::string_view to_string(RecomputeOption v) { return kRecompute.name(v); }
 std::string_view to_string(RuntimeGatherOption v) { return kRuntimeGather.name(v); }
@@ -69,6 +72,9 @@ std::optional<LaunchMode> parse_launch_mode(std::string_view s) { return kLaunch
 std::optional<DType> parse_dtype(std::string_view s) { return kDType.parse(s); }
 std::optional<NormOption> parse_norm(std::string_view s) { return kNorm.parse(s); }
 std::optional<ActivationOption> parse_activation(std::string_view s) { return kActivation.parse(s); }
+std::optional<PositionEmbeddingOption> parse_position_embedding(std::string_view s) {
+  return kPositionEmbedding.parse(s);
+}
 std::optional<GraphOption> parse_graph_mode(std::string_view s) { return kGraphs.parse(s); }
 std::optional<RuntimeGatherOption> parse_runtime_gather(std::string_view s) {
   return kRuntimeGather.parse(s);
@@ -77,6 +83,7 @@ std::string known_launch_modes() { return kLaunch.known(); }
 std::string known_dtypes() { return kDType.known(); }
 std::string known_norms() { return kNorm.known(); }
 std::string known_activations() { return kActivation.known(); }
+std::string known_position_embeddings() { return kPositionEmbedding.known(); }
 std::string known_graph_modes() { return kGraphs.known(); }
 std::string known_runtime_gathers() { return kRuntimeGather.known(); }
 

@@ -19,6 +19,7 @@ namespace parity {
 enum class DType { fp32, fp64, bf16 };
 enum class NormOption { layernorm, rmsnorm };
 enum class ActivationOption { gelu, swiglu };
+enum class PositionEmbeddingOption { learned, rope };
 enum class GraphOption { none, per_layer, full_iteration };
 enum class RecomputeOption { none, full_uniform, full_block, selective };
 // What the training loop passes as the forward's runtime_gather_output:
@@ -29,6 +30,7 @@ std::string_view to_string(LaunchMode v);
 std::string_view to_string(DType v);
 std::string_view to_string(NormOption v);
 std::string_view to_string(ActivationOption v);
+std::string_view to_string(PositionEmbeddingOption v);
 std::string_view to_string(GraphOption v);
 std::string_view to_string(RecomputeOption v);
 std::string_view to_string(RuntimeGatherOption v);
@@ -38,6 +40,7 @@ std::optional<LaunchMode> parse_launch_mode(std::string_view s);
 std::optional<DType> parse_dtype(std::string_view s);
 std::optional<NormOption> parse_norm(std::string_view s);
 std::optional<ActivationOption> parse_activation(std::string_view s);
+std::optional<PositionEmbeddingOption> parse_position_embedding(std::string_view s);
 std::optional<GraphOption> parse_graph_mode(std::string_view s);
 std::optional<RuntimeGatherOption> parse_runtime_gather(std::string_view s);
 // "a, b, c": the accepted spellings, for messages and help text.
@@ -45,6 +48,7 @@ std::string known_launch_modes();
 std::string known_dtypes();
 std::string known_norms();
 std::string known_activations();
+std::string known_position_embeddings();
 std::string known_graph_modes();
 std::string known_runtime_gathers();
 
@@ -89,6 +93,9 @@ struct RunConfig {
   double dropout = 0.0;
   NormOption norm = NormOption::layernorm;
   ActivationOption activation = ActivationOption::gelu;
+  PositionEmbeddingOption position_embedding = PositionEmbeddingOption::learned;
+  bool untie = true;                       // false: output layer shares the word embeddings
+  bool bias_linear = true;                 // biases on QKV, proj, fc1, fc2
   std::string recompute = "none";          // see RecomputeSpec
   int recompute_layers = 1;                // full-uniform: layers per chunk; full-block: first N
   GraphOption graphs = GraphOption::none;

@@ -181,6 +181,16 @@ std::vector<RunConfigField> make_fields() {
       choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm", known_norms, parse_norm));
   f.push_back(choice("activation", &RunConfig::activation, kModel, "gelu or swiglu",
                      known_activations, parse_activation));
+  f.push_back(choice("position-embedding", &RunConfig::position_embedding, kModel,
+                     "learned (absolute, a parameter) or rope (Megatron's rotary, base 10000, "
+                     "global positions under CP)",
+                     known_position_embeddings, parse_position_embedding));
+  f.push_back(flag("untie", &RunConfig::untie, kModel,
+                   "separate output-layer weights (--no-untie: the output layer shares the word "
+                   "embeddings, Megatron's share_embeddings_and_output_weights)"));
+  f.push_back(flag("bias-linear", &RunConfig::bias_linear, kModel,
+                   "biases on the QKV, projection, fc1 and fc2 linears (Megatron's "
+                   "add_bias_linear)"));
   f.push_back(text("recompute", &RunConfig::recompute, kModel,
                    "none, full-uniform, full-block or selective:<modules> (core_attn, layernorm, "
                    "mlp; comma-separated)"));

@@ -40,9 +40,13 @@ Kind kind_of(const std::string& key) {
 // ModelConfig's field names -> RunConfig's keys.
 std::string run_key(const std::string& model_field) {
   static const std::map<std::string, std::string> keys = {
-      {"ffn_hidden", "ffn-hidden"},       {"micro_batch", "micro-batch"},
-      {"sequence_parallel", "sp"},        {"recompute_layers", "recompute-layers"},
-      {"recompute_modules", "recompute"}, {"graph_warmup", "graph-warmup"}};
+      {"ffn_hidden", "ffn-hidden"},
+      {"micro_batch", "micro-batch"},
+      {"sequence_parallel", "sp"},
+      {"recompute_layers", "recompute-layers"},
+      {"recompute_modules", "recompute"},
+      {"graph_warmup", "graph-warmup"},
+      {"position_embedding", "position-embedding"}};
   const auto it = keys.find(model_field);
   return it == keys.end() ? model_field : it->second;
 }

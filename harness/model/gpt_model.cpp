@@ -75,6 +75,12 @@ ColumnParallelLinear::ColumnParallelLinear(std::string name, const ModelConfig* 
   }
 }
 
+ColumnParallelLinear::ColumnParallelLinear(std::string name, const ModelConfig* config,
+                                           at::Tensor shared_weight, bool gather_output)
+    : Module(std::move(name), config),
+      weight_(std::move(shared_weight)),
+      gather_output_(gather_output) {}
+
 at::Tensor ColumnParallelLinear::forward(const ModelRuntime& rt, const at::Tensor& x,
                                          std::optional<bool> runtime_gather_output) const {
   Communicator* tp = rt.parallel.tp;
@@ -89,14 +95,16 @@ at::Tensor ColumnParallelLinear::forward(const ModelRuntime& rt, const at::Tenso
 
 RowParallelLinear::RowParallelLinear(std::string name, const ModelConfig* config,
                                      ParameterFactory& params, std::int64_t in, std::int64_t out,
-                                     double init_std)
+                                     bool bias, double init_std)
     : Module(std::move(name), config) {
   weight_ = params.make(name_ + ".weight", {out, in}, InitKind::normal, init_std,
                         ShardSpec::along(1));
   // Added after the reduce (in the bias-dropout-add): under SP on a sequence
   // shard, so its gradient is partial per TP rank.
-  bias_ = params.make(name_ + ".bias", {out}, InitKind::normal, init_std, ShardSpec::replicate(),
-                      config->sequence_parallel);
+  if (bias) {
+    bias_ = params.make(name_ + ".bias", {out}, InitKind::normal, init_std, ShardSpec::replicate(),
+                        config->sequence_parallel);
+  }
 }
 
 std::pair<at::Tensor, at::Tensor> RowParallelLinear::forward(const ModelRuntime& rt,
@@ -129,13 +137,12 @@ at::Tensor Norm::forward(const ModelRuntime& rt, const at::Tensor& x) const {
 }
 
 // ---------------------------------------------------------------- attention
-SelfAttention::SelfAttention(std::string name, const ModelConfig* config,
-                             ParameterFactory& params)
+SelfAttention::SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params)
     : Module(name, config),
       linear_qkv_(name + ".linear_qkv", config, params, config->hidden, 3 * config->hidden,
-                  /*bias=*/true, /*gather_output=*/false, config->init_std),
+                  config->bias_linear, /*gather_output=*/false, config->init_std),
       linear_proj_(name + ".linear_proj", config, params, config->hidden, config->hidden,
-                   scaled_std(*config)) {}
+                   config->bias_linear, scaled_std(*config)) {}
 
 std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
                                                          const at::Tensor& x,
@@ -143,7 +150,13 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   const std::int64_t hn = config_->head_dim();
   at::Tensor mixed = linear_qkv_.forward(rt, x);  // [s, b, np_local * 3 * hn]
   // Megatron's layout: per head [q k v], heads contiguous -> heads split over TP.
-  const std::vector<at::Tensor> qkv = rt.backend->split_qkv(mixed, hn);
+  std::vector<at::Tensor> qkv = rt.backend->split_qkv(mixed, hn);
+  if (config_->position_embedding == PositionEmbeddingKind::rope) {
+    // Before the CP gather, with this rank's global positions (Megatron's
+    // rotary_pos_emb for this CP rank's chunks).
+    qkv[0] = rt.backend->rotary_embedding(qkv[0], positions, config_->rotary_base);
+    qkv[1] = rt.backend->rotary_embedding(qkv[1], positions, config_->rotary_base);
+  }
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {
     // Every CP rank's queries see the keys/values of the whole sequence: all-gather
@@ -177,10 +190,10 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
 Mlp::Mlp(std::string name, const ModelConfig* config, ParameterFactory& params)
     : Module(name, config),
       linear_fc1_(name + ".linear_fc1", config, params, config->hidden, config->fc1_width(),
-                  /*bias=*/true, /*gather_output=*/false, config->init_std,
+                  config->bias_linear, /*gather_output=*/false, config->init_std,
                   /*stacked_parts=*/config->activation == ActivationKind::swiglu ? 2 : 1),
       linear_fc2_(name + ".linear_fc2", config, params, config->ffn_hidden, config->hidden,
-                  scaled_std(*config)) {}
+                  config->bias_linear, scaled_std(*config)) {}
 
 std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt,
                                                const at::Tensor& x) const {
@@ -251,8 +264,10 @@ Embedding::Embedding(std::string name, const ModelConfig* config, ParameterFacto
     : Module(std::move(name), config) {
   word_ = params.make(name_ + ".word_embeddings.weight", {config->vocab, config->hidden},
                       InitKind::normal, config->init_std, ShardSpec::along(0));
-  position_ = params.make(name_ + ".position_embeddings.weight", {config->seq, config->hidden},
-                          InitKind::normal, config->init_std, ShardSpec::replicate());
+  if (config->position_embedding == PositionEmbeddingKind::learned) {
+    position_ = params.make(name_ + ".position_embeddings.weight", {config->seq, config->hidden},
+                            InitKind::normal, config->init_std, ShardSpec::replicate());
+  }
 }
 
 at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
@@ -262,8 +277,10 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
   // zeroed; the all-reduce over TP assembles the full embedding.
   const std::int64_t start = rt.parallel.tp_rank() * word_.size(0);
   at::Tensor words = rt.backend->vocab_parallel_embedding(tokens, word_, start, tp);  // [s, b, h]
-  at::Tensor pos = rt.backend->embedding(positions, position_).unsqueeze(1);  // [s, 1, h]
-  at::Tensor h = words + pos;
+  at::Tensor h = words;
+  if (position_.defined()) {  // learned; rope rotates q and k in the attention instead
+    h = h + rt.backend->embedding(positions, position_).unsqueeze(1);  // [s, 1, h]
+  }
   if (config_->fp32_residual) h = h.to(at::kFloat);
   if (config_->sequence_parallel) h = scatter_to_sequence_parallel_region(h, tp);
   at::Generator gen = rt.rng->generator(hidden_dropout_stream(*config_));
@@ -286,9 +303,15 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
     layers_.emplace_back("decoder.layers." + std::to_string(i), &config_, params_);
   }
   final_layernorm_ = std::make_unique<Norm>("decoder.final_layernorm", &config_, params_);
-  output_layer_ = std::make_unique<ColumnParallelLinear>(
-      "output_layer", &config_, params_, config_.hidden, config_.vocab, /*bias=*/false,
-      config_.gather_output, config_.init_std);
+  // Tied: the word embeddings' [V/tp, h] shard is the output layer's weight (the
+  // same leaf, so its gradient sums both uses).
+  output_layer_ =
+      config_.untie_embeddings
+          ? std::make_unique<ColumnParallelLinear>(
+                "output_layer", &config_, params_, config_.hidden, config_.vocab,
+                /*bias=*/false, config_.gather_output, config_.init_std)
+          : std::make_unique<ColumnParallelLinear>(
+                "output_layer", &config_, embedding_->word_embeddings(), config_.gather_output);
   if (weights) weights->finish();
 
   graph_runner_ = backend.make_graph_runner();

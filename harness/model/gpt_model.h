@@ -83,6 +83,10 @@ class ColumnParallelLinear : public Module {
   ColumnParallelLinear(std::string name, const ModelConfig* config, ParameterFactory& params,
                        std::int64_t in, std::int64_t out, bool bias, bool gather_output,
                        double init_std, std::int64_t stacked_parts = 1);
+  // No parameters of its own: `shared_weight` (the word embeddings' shard, for
+  // tied embeddings) is the weight; no bias.
+  ColumnParallelLinear(std::string name, const ModelConfig* config, at::Tensor shared_weight,
+                       bool gather_output);
   at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x,
                      std::optional<bool> runtime_gather_output = std::nullopt) const;
   bool gather_output() const { return gather_output_; }
@@ -100,9 +104,9 @@ class ColumnParallelLinear : public Module {
 class RowParallelLinear : public Module {
  public:
   RowParallelLinear(std::string name, const ModelConfig* config, ParameterFactory& params,
-                    std::int64_t in, std::int64_t out, double init_std);
+                    std::int64_t in, std::int64_t out, bool bias, double init_std);
   std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x) const;
-  const at::Tensor& bias() const { return bias_; }
+  const at::Tensor& bias() const { return bias_; }  // undefined without bias-linear
 
  private:
   at::Tensor weight_, bias_;
@@ -163,16 +167,17 @@ class TransformerLayer : public Module {
 };
 
 // Vocab-parallel word embeddings (rows split over TP, masked lookup, all-reduce)
-// plus learned absolute position embeddings (replicated); fp32 cast under
+// plus learned absolute position embeddings (replicated; none under rope); fp32 cast under
 // fp32_residual; scattered to the SP region; embedding dropout.
 class Embedding : public Module {
  public:
   Embedding(std::string name, const ModelConfig* config, ParameterFactory& params);
   at::Tensor forward(const ModelRuntime& rt, const at::Tensor& tokens,
                      const at::Tensor& positions) const;
+  const at::Tensor& word_embeddings() const { return word_; }
 
  private:
-  at::Tensor word_, position_;
+  at::Tensor word_, position_;  // position_ undefined under rope
 };
 
 class GPTModel {

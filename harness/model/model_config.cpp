@@ -19,6 +19,9 @@ std::string_view to_string(NormKind n) {
 std::string_view to_string(ActivationKind a) {
   return a == ActivationKind::gelu ? "gelu" : "swiglu";
 }
+std::string_view to_string(PositionEmbeddingKind p) {
+  return p == PositionEmbeddingKind::learned ? "learned" : "rope";
+}
 
 std::string_view to_string(RecomputeKind r) {
   switch (r) {
@@ -130,6 +133,15 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
             (cp > 1 ? "cp*tp = " + str(cp * tp) : "tp = " + str(tp)) + " (sequence parallelism)",
         layout);
   }
+
+  // Rotate-half pairs element i with element i + head_dim/2.
+  if (position_embedding == PositionEmbeddingKind::rope && head_dim() % 2 != 0)
+    add("position_embedding", "rope",
+        "rotary embeddings need an even head dimension (hidden / heads = " + str(head_dim()) + ")",
+        {"hidden", "heads"});
+  if (position_embedding == PositionEmbeddingKind::rope &&
+      (!(rotary_base > 0.0) || !std::isfinite(rotary_base)))
+    add("rotary_base", str(rotary_base), "must be > 0");
 
   if (!(dropout >= 0.0 && dropout < 1.0)) add("dropout", str(dropout), "must be in [0, 1)");
   if (!(norm_eps > 0.0) || !std::isfinite(norm_eps)) add("norm_eps", str(norm_eps), "must be > 0");

@@ -15,6 +15,9 @@ namespace parity {
 enum class ModelDType : std::int8_t { fp32, fp64, bf16 };
 enum class NormKind : std::int8_t { layer_norm, rms_norm };
 enum class ActivationKind : std::int8_t { gelu, swiglu };
+// Learned absolute position embeddings, or Megatron's rotary embedding
+// (rotary_percent 1.0, rotate-half layout, angles from the global positions).
+enum class PositionEmbeddingKind : std::int8_t { learned, rope };
 // Activation recompute (Megatron's recompute_granularity / recompute_method):
 //   full_uniform - consecutive chunks of recompute_layers layers, each chunk one checkpoint;
 //   full_block   - the first recompute_layers layers each checkpointed, the rest plain;
@@ -38,6 +41,7 @@ struct RecomputeModules {
 std::string_view to_string(ModelDType d);
 std::string_view to_string(NormKind n);
 std::string_view to_string(ActivationKind a);
+std::string_view to_string(PositionEmbeddingKind p);  // "learned", "rope"
 std::string_view to_string(RecomputeKind r);  // "none", "full-uniform", "full-block", "selective"
 std::string_view to_string(GraphMode g);      // "none", "per-layer", "full-iteration"
 // "core_attn,layernorm,mlp" (the set in that order; "" when empty).
@@ -78,6 +82,12 @@ struct ModelConfig {
   double dropout = 0.0;           // hidden dropout (embedding and both bias-dropout-adds)
   NormKind norm = NormKind::layer_norm;
   ActivationKind activation = ActivationKind::gelu;
+  PositionEmbeddingKind position_embedding = PositionEmbeddingKind::learned;
+  double rotary_base = 10000.0;  // rope only (Megatron's rotary_base)
+  // false: the output layer reuses the word embeddings (Megatron's
+  // share_embeddings_and_output_weights; no output_layer.weight).
+  bool untie_embeddings = true;
+  bool bias_linear = true;  // biases on QKV, proj, fc1, fc2 (Megatron's add_bias_linear)
   std::uint64_t seed = 1234;
   bool sequence_parallel = false;
   bool gather_output = false;     // the output layer's constructor flag

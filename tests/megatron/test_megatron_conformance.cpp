@@ -31,17 +31,12 @@ std::string fixture_dir(const std::string& variant) {
   return path[0] == '/' || files::exists(path + "/scenario.json") ? path : "../" + path;
 }
 
-// The fixture scenario's keys as `parity run` flags. Keys whose value is the
-// behaviour parity has today are dropped; another value is returned in `unsupported`.
-std::vector<std::string> flags_of(const nlohmann::json& scenario, std::string* unsupported) {
-  const std::vector<std::pair<std::string, nlohmann::json>> today = {
-      {"position-embedding", "learned"}, {"untie", true}, {"bias-linear", true}};
+// The fixture scenario's keys as `parity run` flags (booleans as --key / --no-key).
+std::vector<std::string> flags_of(const nlohmann::json& scenario) {
   std::vector<std::string> flags;
   for (const auto& [key, value] : scenario.items()) {
-    auto it =
-        std::find_if(today.begin(), today.end(), [&](const auto& t) { return t.first == key; });
-    if (it != today.end()) {
-      if (value != it->second) *unsupported = key + " = " + value.dump();
+    if (value.is_boolean()) {
+      flags.push_back((value.get<bool>() ? "--" : "--no-") + key);
       continue;
     }
     flags.push_back("--" + key);
@@ -71,17 +66,13 @@ TEST_P(MegatronConformance, LogitsLossAndGradientsMatchMegatronCore) {
       << "no fixture at " << fix << " (CTest runs this from the build's tests folder)";
   const nlohmann::json scenario =
       nlohmann::json::parse(files::read(fix + "/scenario.json").value());
-  std::string unsupported;
   nlohmann::json given = scenario;
   // The fixture's global batch is dp * microbatches microbatches; each layout
   // sets its own dp and microbatches so that the global batch stays the same.
   const int global = scenario.at("dp").get<int>() * scenario.at("microbatches").get<int>();
   given.erase("dp");
   given.erase("microbatches");
-  std::vector<std::string> args = flags_of(given, &unsupported);
-  if (!unsupported.empty())
-    GTEST_SKIP() << "fixture " << variant << " needs " << unsupported
-                 << ", which parity's model does not have yet (issue 11)";
+  std::vector<std::string> args = flags_of(given);
   int dp = 1;
   for (size_t i = 0; i + 1 < layout.flags.size(); ++i)
     if (layout.flags[i] == "--dp") dp = std::stoi(layout.flags[i + 1]);
@@ -159,9 +150,7 @@ TEST(MegatronTraceDiff, ParityMatchesMegatronsTraceAndFindsAPerturbedWeight) {
   nlohmann::json given = scenario;
   given.erase("dp");
   given.erase("microbatches");
-  std::string unsupported;
-  std::vector<std::string> model = flags_of(given, &unsupported);
-  ASSERT_TRUE(unsupported.empty()) << unsupported;
+  std::vector<std::string> model = flags_of(given);
   model.insert(model.end(), {"--microbatches", std::to_string(global), "--steps", "1", "--lr", "0",
                              "--load-batch", fix + "/batch.safetensors"});
   const files::TempDir tmp("parity-megatron-diff");
@@ -201,7 +190,7 @@ TEST(MegatronTraceDiff, ParityMatchesMegatronsTraceAndFindsAPerturbedWeight) {
 INSTANTIATE_TEST_SUITE_P(
     EveryLayout, MegatronConformance,
     ::testing::Combine(
-        ::testing::Values(std::string("default"), std::string("modern")),
+        ::testing::Values(std::string("default"), std::string("modern"), std::string("tied")),
         ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
                           Layout{"tp2_sp", {"--tp", "2", "--sp", "--dp", "1"}},
                           Layout{"cp2", {"--cp", "2", "--dp", "1"}}, Layout{"dp2", {"--dp", "2"}},
