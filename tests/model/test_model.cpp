@@ -11,6 +11,7 @@
 #include "harness/model/gather_output.h"
 #include "harness/model/gpt_model.h"
 #include "tests/backend/gradcheck.h"
+#include "tests/support/model_configs.h"
 
 namespace parity {
 namespace {
@@ -34,14 +35,11 @@ ModelConfig tiny_config() {
 }
 
 ModelConfig small_config() {
-  ModelConfig c = tiny_config();
-  c.hidden = 16;
-  c.heads = 4;
-  c.ffn_hidden = 24;
+  ModelConfig c = testing::small_config<ModelConfig>();
   c.layers = 3;
-  c.seq = 8;
   c.micro_batch = 3;
-  c.vocab = 20;
+  c.dtype = ModelDType::fp64;
+  c.seed = 11;
   c.init_std = 0.2;
   return c;
 }
