@@ -65,6 +65,7 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   return "tp" + std::to_string(l.tp) + (l.sp ? "sp" : "") + "_cp" + std::to_string(l.cp) +
          "_dp" + std::to_string(l.dp);
 }
+void PrintTo(const Layout& l, std::ostream* os) { *os << layout_name({l, 0}); }
 
 class TrainingStep : public ::testing::TestWithParam<Layout> {};
 

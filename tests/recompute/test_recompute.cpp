@@ -161,6 +161,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.variant.name + "_" + std::string(to_string(info.param.dtype)) +
          (info.param.dropout > 0 ? "_dropout" : "");
 }
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
 
 class RecomputeInvariance : public ::testing::TestWithParam<Case> {};
 
