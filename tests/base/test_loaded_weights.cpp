@@ -11,19 +11,13 @@
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
 #include "harness/model/loaded_weights.h"
+#include "tests/support/model_configs.h"
 
 namespace parity {
 namespace {
 
 ModelConfig config(std::uint64_t seed, ActivationKind act = ActivationKind::swiglu) {
-  ModelConfig c;
-  c.hidden = 16;
-  c.heads = 4;
-  c.ffn_hidden = 24;
-  c.layers = 2;
-  c.seq = 8;
-  c.micro_batch = 2;
-  c.vocab = 20;
+  ModelConfig c = testing::small_config<ModelConfig>();
   c.activation = act;
   c.seed = seed;
   return c;

@@ -15,6 +15,7 @@
 #include "harness/model/gpt_model.h"
 #include "harness/observation/execution_point.h"
 #include "harness/recompute/checkpoint.h"
+#include "tests/support/model_configs.h"
 
 namespace parity {
 namespace {
@@ -43,14 +44,7 @@ struct GraphRun {
 };
 
 ModelConfig graph_config() {
-  ModelConfig c;
-  c.hidden = 16;
-  c.heads = 4;
-  c.ffn_hidden = 24;
-  c.layers = 2;
-  c.seq = 8;
-  c.micro_batch = 2;
-  c.vocab = 20;
+  ModelConfig c = testing::small_config<ModelConfig>();
   c.dtype = ModelDType::fp64;
   c.dropout = 0.1;
   c.seed = 21;

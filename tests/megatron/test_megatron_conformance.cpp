@@ -19,6 +19,8 @@
 #include "harness/base/files.h"
 #include "harness/base/safetensors.h"
 #include "harness/cli/cli.h"
+#include "tests/support/command_line.h"
+#include "tests/support/tensor_compare.h"
 
 namespace parity::cli {
 namespace {
@@ -45,10 +47,8 @@ std::vector<std::string> flags_of(const nlohmann::json& scenario) {
   return flags;
 }
 
-double max_rel(const at::Tensor& got, const at::Tensor& want) {
-  const double scale = std::max(1e-30, want.abs().max().item<double>());
-  return (got.to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>() / scale;
-}
+using testing::max_rel;
+using testing::run_parity;
 
 struct Layout {
   const char* name;
@@ -81,17 +81,18 @@ TEST_P(MegatronConformance, LogitsLossAndGradientsMatchMegatronCore) {
 
   const files::TempDir tmp("parity-conformance");
   const std::string dump = tmp.path() + "/dump";
-  std::vector<std::string> a = {"parity",         "run",
-                                "--steps",        "1",
-                                "--load-weights", fix + "/weights.safetensors",
-                                "--load-batch",   fix + "/batch.safetensors",
-                                "--dump",         dump};
+  std::vector<std::string> a = {"run",
+                                "--steps",
+                                "1",
+                                "--load-weights",
+                                fix + "/weights.safetensors",
+                                "--load-batch",
+                                fix + "/batch.safetensors",
+                                "--dump",
+                                dump};
   a.insert(a.end(), args.begin(), args.end());
-  std::vector<const char*> argv;
-  for (const std::string& s : a) argv.push_back(s.c_str());
-  std::ostringstream out, err;
-  ASSERT_EQ(run_command_line(static_cast<int>(argv.size()), argv.data(), out, err), kExitOk)
-      << err.str();
+  std::string output;
+  ASSERT_EQ(run_parity(a, &output), kExitOk) << output;
 
   const safetensors::Contents want = safetensors::read_file(fix + "/expected.safetensors");
   const safetensors::Contents logits = safetensors::read_file(dump + "/logits.safetensors");
@@ -125,16 +126,6 @@ TEST_P(MegatronConformance, LogitsLossAndGradientsMatchMegatronCore) {
   std::cout << variant << " " << layout.name << ": logits rel " << logits_rel << ", loss rel "
             << loss_rel << ", gradients rel " << grad_rel << " (" << worst << ", " << compared
             << " compared)\n";
-}
-
-int run_parity(std::vector<std::string> a, std::string* output) {
-  a.insert(a.begin(), "parity");
-  std::vector<const char*> argv;
-  for (const std::string& s : a) argv.push_back(s.c_str());
-  std::ostringstream out, err;
-  const int code = run_command_line(static_cast<int>(argv.size()), argv.data(), out, err);
-  *output = out.str() + err.str();
-  return code;
 }
 
 // docs/interop.md's commands 3 and 4 on the default fixture: parity's trace on

@@ -20,7 +20,7 @@
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
-#include "tests/reference/rank_threads.h"
+#include "tests/support/rank_threads.h"
 
 namespace parity {
 namespace {

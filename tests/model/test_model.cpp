@@ -11,6 +11,7 @@
 #include "harness/model/gather_output.h"
 #include "harness/model/gpt_model.h"
 #include "tests/backend/gradcheck.h"
+#include "tests/support/model_configs.h"
 
 namespace parity {
 namespace {
@@ -34,14 +35,11 @@ ModelConfig tiny_config() {
 }
 
 ModelConfig small_config() {
-  ModelConfig c = tiny_config();
-  c.hidden = 16;
-  c.heads = 4;
-  c.ffn_hidden = 24;
+  ModelConfig c = testing::small_config<ModelConfig>();
   c.layers = 3;
-  c.seq = 8;
   c.micro_batch = 3;
-  c.vocab = 20;
+  c.dtype = ModelDType::fp64;
+  c.seed = 11;
   c.init_std = 0.2;
   return c;
 }
@@ -230,6 +228,13 @@ struct Variant {
   NormKind norm;
   ActivationKind act;
 };
+std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
+  return std::string(to_string(info.param.norm)) + "_" + std::string(to_string(info.param.act));
+}
+void PrintTo(const Variant& v, std::ostream* os) { *os << variant_name({v, 0}); }
+// Both norms and both activations, paired (each kind once).
+const Variant kVariants[] = {{NormKind::layer_norm, ActivationKind::gelu},
+                             {NormKind::rms_norm, ActivationKind::swiglu}};
 class ModelVsPlain : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
@@ -268,9 +273,8 @@ TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
   EXPECT_EQ(grads.count("embedding.word_embeddings.weight"), 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelVsPlain,
-                         ::testing::Values(Variant{NormKind::layer_norm, ActivationKind::gelu},
-                                           Variant{NormKind::rms_norm, ActivationKind::swiglu}));
+INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelVsPlain, ::testing::ValuesIn(kVariants),
+                         variant_name);
 
 // ------------------------------------------------------------------ finite differences
 class ModelFiniteDifferences : public ::testing::TestWithParam<Variant> {};
@@ -306,9 +310,8 @@ TEST_P(ModelFiniteDifferences, OneTransformerLayerInputAndParameters) {
       [&] { return weighted_sum(layer.forward(rt, x, positions(c.seq))); }, leaves));
 }
 
-INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelFiniteDifferences,
-                         ::testing::Values(Variant{NormKind::layer_norm, ActivationKind::gelu},
-                                           Variant{NormKind::rms_norm, ActivationKind::swiglu}));
+INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelFiniteDifferences, ::testing::ValuesIn(kVariants),
+                         variant_name);
 
 // ------------------------------------------------------------------ observation sites
 struct Seen {

@@ -8,15 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <thread>
 
 #include <ATen/Parallel.h>
 
 #include "harness/backend/registry.h"
 #include "harness/model/gpt_model.h"
-#include "harness/parallel/process_groups.h"
-#include "harness/parallel/rank_status.h"
-#include "harness/parallel/rendezvous.h"
+#include "tests/support/model_configs.h"
+#include "tests/support/rank_threads.h"
 
 namespace parity {
 namespace {
@@ -39,21 +37,13 @@ struct MicrobatchResult {
 };
 
 struct RankResult {
-  std::string error;
   double loss = 0;  // the global loss (all-reduced over CP and DP)
   std::map<std::string, at::Tensor> grads;  // full tensors
   std::vector<MicrobatchResult> microbatches;
 };
 
 ModelConfig parallel_config(bool sp, ActivationKind act, NormKind norm) {
-  ModelConfig c;
-  c.hidden = 16;
-  c.heads = 4;
-  c.ffn_hidden = 24;
-  c.layers = 2;
-  c.seq = 8;
-  c.micro_batch = 2;
-  c.vocab = 20;
+  ModelConfig c = testing::small_config<ModelConfig>();
   c.dtype = ModelDType::fp64;
   c.seed = 99;
   c.init_std = 0.2;
@@ -135,33 +125,6 @@ RankResult run_model(const ModelConfig& c, ParallelContext par, std::int64_t mic
   return r;
 }
 
-std::vector<RankResult> run_threads(const ModelConfig& c, int tp, int cp, int dp,
-                                    std::int64_t microbatches) {
-  ParallelTopology topology(tp, cp, dp);
-  const int world = topology.world_size();
-  auto rendezvous = Rendezvous::in_process(std::chrono::seconds(30));
-  std::vector<RankResult> results(world);
-  std::vector<RankStatusRecord> records(world);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        RankStatus::reset(&records[rank], rank);
-        RankStatus status(&records[rank]);
-        auto factory = make_transport_factory("gloo");
-        GroupOptions options;
-        options.timeout = std::chrono::seconds(30);
-        RankGroups groups = make_rank_groups(topology, rank, *rendezvous, *factory, &status, options);
-        results[rank] = run_model(c, ParallelContext::from(groups), microbatches);
-      } catch (const std::exception& e) {
-        results[rank].error = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
-}
-
 double rel_err(const at::Tensor& a, const at::Tensor& b) {
   return (a - b).abs().max().item<double>() / std::max(1e-300, b.abs().max().item<double>());
 }
@@ -191,11 +154,11 @@ TEST_P(ShardedModel, EqualsTheSingleRankRunInFp64) {
   single_cfg.sequence_parallel = false;
   // The single rank runs the whole global batch: dp * microbatches microbatches.
   const RankResult single = run_model(single_cfg, ParallelContext::single(), k.dp * kMicrobatches);
-  const std::vector<RankResult> ranks = run_threads(c, k.tp, k.cp, k.dp, kMicrobatches);
-
-  for (size_t rank = 0; rank < ranks.size(); ++rank) {
-    ASSERT_EQ(ranks[rank].error, "") << "rank " << rank;
-  }
+  const auto sharded = testing::run_model_ranks(
+      ParallelTopology(k.tp, k.cp, k.dp),
+      [&](ParallelContext par) { return run_model(c, par, kMicrobatches); });
+  ASSERT_EQ(sharded.report(), "");
+  const std::vector<RankResult>& ranks = sharded.results;
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const RankResult& r = ranks[rank];

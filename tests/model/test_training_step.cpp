@@ -21,25 +21,19 @@
 #include "harness/driver/training_step.h"
 #include "harness/model/gpt_model.h"
 #include "harness/trace/trace_recorder.h"
+#include "tests/support/model_configs.h"
 
 namespace parity {
 namespace {
 
 RunConfig small_run(int tp, int cp, int dp, bool sp, int microbatches = 2) {
-  RunConfig c;
+  RunConfig c = testing::small_config<RunConfig>();
   c.tp = tp;
   c.cp = cp;
   c.dp = dp;
   c.sp = sp;
-  c.hidden = 16;
-  c.heads = 4;
-  c.ffn_hidden = 24;
-  c.layers = 2;
-  c.seq = 8;
-  c.micro_batch = 2;
   c.microbatches = microbatches;
   c.steps = 2;
-  c.vocab = 20;
   c.dtype = DType::fp64;
   c.seed = 99;
   c.lr = 0.5;
@@ -71,6 +65,7 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   return "tp" + std::to_string(l.tp) + (l.sp ? "sp" : "") + "_cp" + std::to_string(l.cp) +
          "_dp" + std::to_string(l.dp);
 }
+void PrintTo(const Layout& l, std::ostream* os) { *os << layout_name({l, 0}); }
 
 class TrainingStep : public ::testing::TestWithParam<Layout> {};
 

@@ -7,17 +7,15 @@
 #include <gtest/gtest.h>
 
 #include "harness/checks/check.h"
+#include "tests/support/model_configs.h"
 
 namespace parity {
 namespace {
 
 RunConfig layernorm_only_scenario() {
-  RunConfig c;
-  c.hidden = 16;
+  RunConfig c = testing::small_config<RunConfig>();
   c.heads = 2;
   c.ffn_hidden = 32;
-  c.layers = 2;
-  c.seq = 8;
   c.vocab = 32;
   c.steps = 1;
   c.microbatches = 1;

@@ -10,18 +10,16 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <thread>
 #include <tuple>
 
 #include "harness/backend/registry.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/gpt_model.h"
 #include "harness/observation/execution_point.h"
-#include "harness/parallel/process_groups.h"
-#include "harness/parallel/rank_status.h"
-#include "harness/parallel/rendezvous.h"
 #include "harness/recompute/checkpoint.h"
 #include "harness/runtime/runtime_faults.h"
+#include "tests/support/model_configs.h"
+#include "tests/support/rank_threads.h"
 
 namespace parity {
 namespace {
@@ -40,18 +38,11 @@ struct RunResult {
   std::vector<Seen> seen;
   std::map<std::string, at::Tensor> grads;
   std::vector<RecomputeEvent> log;
-  std::string error;
 };
 
 ModelConfig base_config(ModelDType dtype, double dropout) {
-  ModelConfig c;
-  c.hidden = 16;
-  c.heads = 4;
-  c.ffn_hidden = 24;
+  ModelConfig c = testing::small_config<ModelConfig>();
   c.layers = 4;
-  c.seq = 8;
-  c.micro_batch = 2;
-  c.vocab = 20;
   c.dtype = dtype;
   c.dropout = dropout;
   c.seed = 5;
@@ -170,6 +161,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.variant.name + "_" + std::string(to_string(info.param.dtype)) +
          (info.param.dropout > 0 ? "_dropout" : "");
 }
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
 
 class RecomputeInvariance : public ::testing::TestWithParam<Case> {};
 
@@ -425,30 +417,10 @@ TEST(RecomputeCheckpointWithoutOutput, FreesTheOutputAndRefillsItBeforeTheConsum
 }
 
 // ------------------------------------------------------------------ TP = 2 + SP, thread ranks
-std::vector<RunResult> run_threads(const ModelConfig& c, int tp) {
-  ParallelTopology topology(tp, 1, 1);
-  auto rendezvous = Rendezvous::in_process(std::chrono::seconds(30));
-  std::vector<RunResult> results(tp);
-  std::vector<RankStatusRecord> records(tp);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < tp; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        RankStatus::reset(&records[rank], rank);
-        RankStatus status(&records[rank]);
-        auto factory = make_transport_factory("gloo");
-        GroupOptions options;
-        options.timeout = std::chrono::seconds(30);
-        RankGroups groups =
-            make_rank_groups(topology, rank, *rendezvous, *factory, &status, options);
-        results[rank] = run(c, ParallelContext::from(groups));
-      } catch (const std::exception& e) {
-        results[rank].error = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
+// Every rank's run(c) on thread ranks at TP = tp; "" from report() when none threw.
+auto run_tp(const ModelConfig& c, int tp) {
+  return testing::run_model_ranks(ParallelTopology(tp, 1, 1),
+                                  [&](ParallelContext par) { return run(c, par); });
 }
 
 TEST(RecomputeInvarianceParallel, TensorParallelWithSequenceParallelAndDropout) {
@@ -456,16 +428,18 @@ TEST(RecomputeInvarianceParallel, TensorParallelWithSequenceParallelAndDropout) 
   ModelConfig plain_cfg = base_config(ModelDType::fp64, 0.1);
   plain_cfg.sequence_parallel = true;
   plain_cfg.layers = 2;
-  const std::vector<RunResult> plain = run_threads(plain_cfg, 2);
+  const auto plain_ranks = run_tp(plain_cfg, 2);
+  ASSERT_EQ(plain_ranks.report(), "");
+  const std::vector<RunResult>& plain = plain_ranks.results;
   for (const Variant& v : {Variant{"full_uniform_1", RecomputeKind::full_uniform, 1, {}, 2},
                            Variant{"selective_all", RecomputeKind::selective, 1,
                                    variants()[8].modules, 8}}) {
     SCOPED_TRACE(v.name);
-    const std::vector<RunResult> ckpt = run_threads(with_variant(plain_cfg, v), 2);
+    const auto ckpt_ranks = run_tp(with_variant(plain_cfg, v), 2);
+    ASSERT_EQ(ckpt_ranks.report(), "");
+    const std::vector<RunResult>& ckpt = ckpt_ranks.results;
     for (int rank = 0; rank < 2; ++rank) {
       SCOPED_TRACE("rank " + std::to_string(rank));
-      ASSERT_EQ(plain[rank].error, "");
-      ASSERT_EQ(ckpt[rank].error, "");
       for (size_t i = 0; i < plain[rank].logits.size(); ++i) {
         EXPECT_TRUE(at::equal(ckpt[rank].logits[i], plain[rank].logits[i]));
       }

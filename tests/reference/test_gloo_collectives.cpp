@@ -15,7 +15,7 @@
 
 #include "harness/base/files.h"
 #include "harness/parallel/communicator.h"
-#include "tests/reference/rank_threads.h"
+#include "tests/support/rank_threads.h"
 
 namespace parity {
 namespace {

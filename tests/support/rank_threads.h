@@ -13,9 +13,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <typeinfo>
 #include <vector>
 
+#include "harness/model/parallel_context.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rank_status.h"
@@ -86,8 +88,8 @@ struct ThreadRun {
 
 // fn(int rank, RankGroups& groups, RankStatus& status, Expect& expect, RankOutcome& out)
 template <typename Fn>
-ThreadRun run_thread_ranks(const ParallelTopology& topology, const GroupOptions& options,
-                           Fn fn, std::shared_ptr<Rendezvous> rendezvous = nullptr) {
+ThreadRun run_thread_ranks(const ParallelTopology& topology, const GroupOptions& options, Fn fn,
+                           std::shared_ptr<Rendezvous> rendezvous = nullptr) {
   const int n = topology.world_size();
   if (!rendezvous) rendezvous = Rendezvous::in_process(std::chrono::seconds(30));
   ThreadRun run;
@@ -128,10 +130,35 @@ ThreadRun run_thread_ranks(const ParallelTopology& topology, const GroupOptions&
     });
   }
   for (auto& t : threads) t.join();
-  run.total_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  run.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (double s : setup) run.setup_seconds = std::max(run.setup_seconds, s);
   return run;
+}
+
+// What run_model_ranks returns: each rank's result, default-constructed where
+// the rank threw.
+template <typename Result>
+struct RankResults {
+  std::vector<Result> results;
+  ThreadRun threads;  // each rank's exception
+
+  // Every rank's exception, one per line ("" when none threw).
+  std::string report() const { return threads.report(); }
+};
+
+// The model tests' runner: fn(ParallelContext) -> Result on one thread per rank
+// of `topology`, over an in-process rendezvous and "gloo" with a 30 s timeout.
+template <typename Fn>
+auto run_model_ranks(const ParallelTopology& topology, Fn fn) {
+  RankResults<std::invoke_result_t<Fn&, ParallelContext>> out;
+  out.results.resize(topology.world_size());
+  GroupOptions options;
+  options.timeout = std::chrono::seconds(30);
+  out.threads = run_thread_ranks(
+      topology, options, [&](int rank, RankGroups& groups, RankStatus&, Expect&, RankOutcome&) {
+        out.results[rank] = fn(ParallelContext::from(groups));
+      });
+  return out;
 }
 
 }  // namespace parity::testing

@@ -1,0 +1,34 @@
+#pragma once
+// `parity ...` run in this process through run_command_line, argv built as the
+// binary gets it, both streams captured.
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/cli/cli.h"
+
+namespace parity::testing {
+
+// Runs `parity <args>`; returns the exit code, stdout in *out and stderr in *err.
+inline int run_parity(std::vector<std::string> args, std::string* out, std::string* err) {
+  args.insert(args.begin(), "parity");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out_stream, err_stream;
+  const int code =
+      cli::run_command_line(static_cast<int>(argv.size()), argv.data(), out_stream, err_stream);
+  *out = out_stream.str();
+  *err = err_stream.str();
+  return code;
+}
+
+// As above, with stdout then stderr in one string (for a failure message).
+inline int run_parity(std::vector<std::string> args, std::string* output) {
+  std::string out, err;
+  const int code = run_parity(std::move(args), &out, &err);
+  *output = out + err;
+  return code;
+}
+
+}  // namespace parity::testing
