@@ -44,7 +44,8 @@ std::optional<std::string> trace_file_of(const std::string& operand, std::string
   bool dump = false;
   if (const std::optional<std::string> text = files::read(manifest_path)) {
     const nlohmann::json manifest = nlohmann::json::parse(*text, nullptr, false);
-    dump = manifest.is_object() && manifest.contains("format") && manifest["format"] == "parity-dump";
+    dump =
+        manifest.is_object() && manifest.contains("format") && manifest["format"] == "parity-dump";
   }
   if (dump) return operand + "/trace.jsonl";
   *why = operand +

@@ -35,8 +35,7 @@ RunDump::RunDump(GPTModel& model, std::string staging, bool writer, std::int64_t
       batch_(batch) {}
 
 void RunDump::write(const std::string& file, const std::string& holds,
-                    const std::vector<std::pair<std::string, at::Tensor>>& tensors,
-                    bool writer) {
+                    const std::vector<std::pair<std::string, at::Tensor>>& tensors, bool writer) {
   if (!writer) return;
   nlohmann::json entry = {{"holds", holds}, {"tensors", nlohmann::json::object()}};
   for (const auto& [name, t] : tensors)

@@ -127,7 +127,7 @@ class TraceRecorder {
   std::vector<TraceRecord> records_;
   std::vector<std::thread::id> threads_;
   std::function<bool(const TraceRecord&)> keep_;  // set by keep_values before recording
-  std::map<std::int64_t, at::Tensor> kept_;        // by seq
+  std::map<std::int64_t, at::Tensor> kept_;       // by seq
 };
 
 }  // namespace parity

@@ -115,9 +115,8 @@ TEST_F(DiffCommand, BadInputExitsTwoWithOneLine) {
 
 TEST_F(DiffCommand, ADumpFolderIsReadAsItsTrace) {
   const std::string dump = dir.path() + "/dump", other = dir.path() + "/other";
-  const std::vector<std::string> model = {"run",     "--hidden", "32",      "--ffn-hidden",
-                                          "64",      "--vocab",  "64",      "--steps",
-                                          "1"};
+  const std::vector<std::string> model = {"run", "--hidden", "32", "--ffn-hidden", "64", "--vocab",
+                                          "64",  "--steps",  "1"};
   std::vector<std::string> args = model;
   args.insert(args.end(), {"--dump", dump});
   ASSERT_EQ(run(args), kExitOk) << run.err.str();

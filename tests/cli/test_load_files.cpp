@@ -286,6 +286,7 @@ TEST(Dump, EveryRankWritesItsObservationsMatchingItsTraceRecords) {
     std::string err;
     ASSERT_EQ(run_exact(dump_to(d), &err), kExitOk) << what << ": " << err;
     const auto threads = expect_observations_match_trace(d, 2, what);
+    ASSERT_EQ(threads.size(), 2u) << what;
     // The ranks observed different shards: their files differ.
     const safetensors::Contents& r0 = threads.at(observations_file_name(0));
     const safetensors::Contents& r1 = threads.at(observations_file_name(1));
@@ -301,6 +302,7 @@ TEST(Dump, EveryRankWritesItsObservationsMatchingItsTraceRecords) {
     processes.insert(processes.end(), {"--launch", "processes", "--timeout", "30"});
     ASSERT_EQ(run_exact(processes, &err), kExitOk) << what << " processes: " << err;
     const auto from_processes = expect_observations_match_trace(p, 2, what + " processes");
+    ASSERT_EQ(from_processes.size(), 2u) << what;
     for (const auto& [file, c] : threads) {
       ASSERT_EQ(from_processes.count(file), 1u) << file;
       const safetensors::Contents& q = from_processes.at(file);
