@@ -35,9 +35,9 @@ const std::vector<CommandInfo>& command_table() {
        "(docs/property-suite.md)",
        &run_mutants_command},
       {"diff",
-       "compare two observation traces (parity run --trace, tools/megatron/golden.py) site by "
-       "site: record counts and values within the dtype's tolerance; prints the first divergence "
-       "(exit 1)",
+       "compare two observation traces (parity run --trace, tools/megatron/golden.py, or a "
+       "parity run --dump folder's trace.jsonl) site by site: record counts and values within "
+       "the dtype's tolerance; prints the first divergence (exit 1)",
        &run_diff_command},
   };
   return c;

@@ -27,7 +27,7 @@ using scenarios::MutantsOptions;  // `parity mutants`: its options (scenarios/mu
 
 // `parity diff A B`: its operands and options.
 struct DiffOptions {
-  std::string a, b;                // the two trace files
+  std::string a, b;                // the two trace files (or parity run --dump folders)
   std::vector<std::string> kinds;  // --kinds: compare only these kinds (empty = all)
 };
 

@@ -30,10 +30,15 @@ void print_run_header(const RunConfig& c, std::ostream& out) {
 // trace.jsonl, then renames it over DIR. "" when done, else why not.
 std::string finish_dump(const RunConfig& c, const LaunchResult& result) {
   const std::string staging = dump_staging_path(c.dump);
-  nlohmann::json files;
-  for (const nlohmann::json& r : result.results)
-    if (r.is_object() && r.contains("dump")) files = r["dump"];
-  if (files.is_null()) return "rank 0 returned no dump";
+  // Every rank lists what it wrote (rank 0 the shared files, each rank its observations).
+  nlohmann::json files = nlohmann::json::object();
+  for (std::size_t rank = 0; rank < result.results.size(); ++rank) {
+    const nlohmann::json& r = result.results[rank];
+    if (!r.is_object() || !r.contains("dump") || !r["dump"].is_object())
+      return "rank " + std::to_string(rank) + " returned no dump";
+    files.update(r["dump"]);
+  }
+  if (files.empty()) return "the ranks returned no dump";
   const std::string jsonl = trace_jsonl(result);
   files["trace.jsonl"] = {{"holds", "every rank's observations, JSONL (docs/trace-format.md)"},
                           {"records", std::count(jsonl.begin(), jsonl.end(), '\n')}};

@@ -56,8 +56,11 @@ void add_mutants_options(CLI::App* sub, MutantsOptions& m) {
 }
 
 void add_diff_options(CLI::App* sub, DiffOptions& d) {
-  sub->add_option("a", d.a, "the first trace (JSONL, docs/trace-format.md)")->required();
-  sub->add_option("b", d.b, "the second trace")->required();
+  sub->add_option("a", d.a,
+                  "the first trace (JSONL, docs/trace-format.md), or a parity run --dump folder "
+                  "(its trace.jsonl)")
+      ->required();
+  sub->add_option("b", d.b, "the second trace, or a --dump folder")->required();
   sub->add_option("--kinds", d.kinds,
                   "compare only records of these kinds (comma-separated, e.g. "
                   "residual_accumulator,residual_contribution,output_logits)")

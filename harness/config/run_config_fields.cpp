@@ -226,7 +226,8 @@ std::vector<RunConfigField> make_fields() {
                    "seq]; reused by every step) instead of the seeded batch (docs/weights.md)"));
   f.push_back(text("dump", &RunConfig::dump, kModel,
                    "parity run: write weights, inputs, step 0's logits, per-token loss and "
-                   "gradients (safetensors, full) with manifest.json and the trace to DIR "
+                   "gradients (safetensors, full), every rank's step 0 observations "
+                   "(safetensors, one file per rank) with manifest.json and the trace to DIR "
                    "(replaced atomically; its parent must exist; docs/weights.md)"));
   return f;
 }

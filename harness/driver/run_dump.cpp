@@ -2,13 +2,28 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+
 #include "harness/base/safetensors.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
+#include "harness/trace/trace_recorder.h"
 
 namespace parity {
 
 std::string dump_staging_path(const std::string& dir) { return dir + ".partial"; }
+
+std::string observations_file_name(int rank) {
+  return "observations.rank" + std::to_string(rank) + ".safetensors";
+}
+
+std::string observation_key(std::int64_t seq, const std::string& site) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "seq%05lld.", static_cast<long long>(seq));
+  return buf + site;
+}
+
+bool dump_keeps_values_of(const TraceRecord& record) { return record.step == 0; }
 
 RunDump::RunDump(GPTModel& model, std::string staging, bool writer, std::int64_t steps,
                  std::int64_t microbatches, const LoadedBatch* batch)
@@ -20,13 +35,14 @@ RunDump::RunDump(GPTModel& model, std::string staging, bool writer, std::int64_t
       batch_(batch) {}
 
 void RunDump::write(const std::string& file, const std::string& holds,
-                    const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+                    const std::vector<std::pair<std::string, at::Tensor>>& tensors, bool writer) {
+  if (!writer) return;
   nlohmann::json entry = {{"holds", holds}, {"tensors", nlohmann::json::object()}};
   for (const auto& [name, t] : tensors)
     entry["tensors"][name] = {{"dtype", safetensors::dtype_name(t.scalar_type())},
                               {"shape", t.sizes().vec()}};
   files_[file] = entry;
-  if (writer_) safetensors::write_file(staging_ + "/" + file, tensors);
+  safetensors::write_file(staging_ + "/" + file, tensors);
 }
 
 at::Tensor RunDump::full_parameter_tensor(const at::Tensor& local, const ShardSpec& spec) const {
@@ -102,6 +118,21 @@ void RunDump::write_gradients(std::int64_t step) {
         "step 0's gradients after finalize_grads (of the mean loss over the global batch), "
         "full, named grad.<parameter>",
         grads);
+}
+
+void RunDump::write_observations(const TraceRecorder& recorder) {
+  const std::map<std::int64_t, at::Tensor> kept = recorder.kept_values();
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const TraceRecord& r : recorder.records()) {
+    const auto it = kept.find(r.seq);
+    if (it != kept.end()) tensors.emplace_back(observation_key(r.seq, r.site), it->second);
+  }
+  const int rank = recorder.rank();
+  write(observations_file_name(rank),
+        "rank " + std::to_string(rank) + "'s observations of step 0, this rank's local shards " +
+            "as observed: seq<NNNNN>.<site> holds the values of the trace.jsonl record with " +
+            "\"rank\": " + std::to_string(rank) + " and that seq",
+        tensors, /*writer=*/true);
 }
 
 }  // namespace parity

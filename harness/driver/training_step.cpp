@@ -212,6 +212,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
       dump->write_outputs(step, logits, token_losses);
     };
     options.after_finalize_grads = [&](std::int64_t step) { dump->write_gradients(step); };
+    recorder->keep_values(dump_keeps_values_of);
   }
   options.recorder = recorder.get();
   options.collector = collector.get();
@@ -221,6 +222,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
     ctx.check_cancelled();
   };
   const TrainingResult trained = run_training(model, options);
+  if (dump) dump->write_observations(*recorder);  // every rank its own file
 
   nlohmann::json steps = nlohmann::json::array();
   for (const StepResult& s : trained.steps) steps.push_back(step_json(s));
@@ -237,7 +239,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
                                                  {"hash", digest_hex(c.call_hash())}};
   }
   j["collectives"] = std::move(collectives);
-  if (dump && ctx.rank == 0) j["dump"] = dump->files();
+  if (dump) j["dump"] = dump->files();
   if (recorder) {
     j["counts"] = recorder->counts();
     nlohmann::json trace = nlohmann::json::array();

@@ -103,7 +103,8 @@ inline constexpr const char* kModelProgram = "model";
 //    "logits_digest", "grad_digest", "grads": {name: digest}, "grad_norms": {name: l2},
 //    "metrics": [{"metric", "label", "value"}] (with config.metrics), "observations",
 //    "seconds", "cpu_seconds"}], "collectives": {axis: {"ranks", "calls", "hash"}},
-//    "counts": {kind: n}, "trace": [record...] (only with a trace)}.
+//    "counts": {kind: n}, "trace": [record...] (only with a trace or a dump),
+//    "dump": {file: {"holds", "tensors"}} (only with a dump: what this rank wrote, run_dump.h)}.
 // The fault point is after step 0.
 nlohmann::json run_model_program(RankContext& ctx);
 // Registers run_model_program as "model" (idempotent; also done at start-up).

@@ -209,12 +209,21 @@ void TraceRecorder::record(const ObservationOwner& owner, std::string_view name,
   r.sequence_dim = sequence_dim;
   r.batch_dim = batch_dim;
   r.grad_mode = at::GradMode::is_enabled();
+  at::Tensor kept;
   if (tensor.defined()) {
     r.shape = tensor.sizes().vec();
     r.dtype = dtype_name(tensor.scalar_type());
     r.requires_grad = tensor.requires_grad();
-    {
-      at::NoGradGuard no_grad;  // the copies below never join the autograd graph
+    at::NoGradGuard no_grad;  // the copies below never join the autograd graph
+    if (keep_ && keep_(r)) {
+      // Our own contiguous CPU copy (.to(kCPU) of a CPU tensor would be the
+      // tensor itself); the digest and statistics are read from it, so they
+      // describe exactly the bytes kept.
+      kept = tensor.is_cpu() ? tensor.detach().clone(at::MemoryFormat::Contiguous)
+                             : tensor.detach().to(at::kCPU).contiguous();
+      r.digest = tensor_digest(kept);
+      r.summary = summarize(kept);
+    } else {
       r.digest = tensor_digest(tensor);
       r.summary = summarize(tensor);
     }
@@ -241,7 +250,18 @@ void TraceRecorder::record(const ObservationOwner& owner, std::string_view name,
     last.end = end;
   }
   r.seq = static_cast<std::int64_t>(records_.size());
+  if (kept.defined()) kept_.emplace(r.seq, std::move(kept));
   records_.push_back(std::move(r));
+}
+
+void TraceRecorder::keep_values(std::function<bool(const TraceRecord&)> keep) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  keep_ = std::move(keep);
+}
+
+std::map<std::int64_t, at::Tensor> TraceRecorder::kept_values() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return kept_;
 }
 
 std::vector<TraceRecord> TraceRecorder::records() const {

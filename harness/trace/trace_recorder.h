@@ -6,6 +6,7 @@
 // `parity run --trace FILE` writes the records of every rank as JSONL; the
 // format is docs/trace-format.md.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 #include <nlohmann/json_fwd.hpp>
 
@@ -91,6 +93,16 @@ class TraceRecorder {
               const at::Tensor& tensor, OptionalDim tp_shard_dim, OptionalDim sequence_dim,
               OptionalDim batch_dim);
 
+  // Opt-in (parity run --dump): from now on, also keep a copy of the tensor of
+  // every record for which `keep` holds (it sees the record without its seq and
+  // thread). The copy is detached, on the CPU, contiguous and the recorder's own
+  // (a clone, never a view of a buffer the model may overwrite); its bytes are
+  // the ones the record's digest was computed on. Call it before the first
+  // notification. Undefined tensors are never kept.
+  void keep_values(std::function<bool(const TraceRecord&)> keep);
+  // seq -> the kept copy, in seq order.
+  std::map<std::int64_t, at::Tensor> kept_values() const;
+
   int rank() const { return rank_; }
   std::vector<TraceRecord> records() const;
   std::int64_t size() const;
@@ -114,6 +126,8 @@ class TraceRecorder {
   mutable std::mutex mutex_;
   std::vector<TraceRecord> records_;
   std::vector<std::thread::id> threads_;
+  std::function<bool(const TraceRecord&)> keep_;  // set by keep_values before recording
+  std::map<std::int64_t, at::Tensor> kept_;       // by seq
 };
 
 }  // namespace parity

@@ -1,7 +1,8 @@
 // `parity diff A B` end to end through run_command_line: traces written by
 // `parity run --trace`, the exit codes 0 (equal), 1 (first divergence printed,
-// naming the site), 2 (bad input), and the wiring of the project's tolerance
-// rule (checks::tolerances_for: fp32 rel 1e-5).
+// naming the site), 2 (bad input), the wiring of the project's tolerance
+// rule (checks::tolerances_for: fp32 rel 1e-5), and a `parity run --dump`
+// folder as either operand.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -110,6 +111,51 @@ TEST_F(DiffCommand, BadInputExitsTwoWithOneLine) {
   files::write_atomically(path("empty"), "");
   EXPECT_EQ(run({"diff", path("empty"), path("empty")}), kExitBadInput);
   EXPECT_NE(run.err.str().find("no records to compare"), std::string::npos) << run.err.str();
+}
+
+TEST_F(DiffCommand, ADumpFolderIsReadAsItsTrace) {
+  const std::string dump = dir.path() + "/dump", other = dir.path() + "/other";
+  const std::vector<std::string> model = {"run", "--hidden", "32", "--ffn-hidden", "64", "--vocab",
+                                          "64",  "--steps",  "1"};
+  std::vector<std::string> args = model;
+  args.insert(args.end(), {"--dump", dump});
+  ASSERT_EQ(run(args), kExitOk) << run.err.str();
+  // Either side may be the dump; messages name its trace.jsonl.
+  EXPECT_EQ(run({"diff", path("a"), dump}), kExitOk) << run.err.str();
+  EXPECT_NE(run.out.str().find("traces equal: 26 record pairs compared within the dtype's "
+                               "tolerance (" +
+                               path("a") + ", " + dump + "/trace.jsonl)"),
+            std::string::npos)
+      << run.out.str();
+  EXPECT_EQ(run({"diff", dump, path("a")}), kExitOk) << run.err.str();
+  EXPECT_EQ(run({"diff", dump, dump}), kExitOk) << run.err.str();
+
+  // A perturbed run (another seed: other weights) differs from the first site on.
+  args = model;
+  args.insert(args.end(), {"--seed", "99", "--dump", other});
+  ASSERT_EQ(run(args), kExitOk) << run.err.str();
+  EXPECT_EQ(run({"diff", path("a"), other}), kExitPropertyFailed) << run.err.str();
+  EXPECT_NE(run.out.str().find("traces differ: decoder.layers.0.input_layernorm.layernorm_output "
+                               "(rank 0, step 0, microbatch 0, phase eager): "),
+            std::string::npos)
+      << run.out.str();
+  EXPECT_NE(run.out.str().find(other + "/trace.jsonl:1)"), std::string::npos) << run.out.str();
+
+  // A folder that is not a dump: one line naming the path and the rule, exit 2.
+  const std::string rule =
+      ": a folder, but not a dump (parity diff reads a folder only when it holds manifest.json "
+      "with \"format\": \"parity-dump\", as parity run --dump writes; otherwise give a trace "
+      "file)\n";
+  EXPECT_EQ(run({"diff", dir.path(), path("a")}), kExitBadInput);
+  EXPECT_EQ(run.err.str(), dir.path() + rule);
+  EXPECT_EQ(run.out.str(), "");
+  // A manifest of another format, or not JSON, is no dump either.
+  files::write_atomically(dir.path() + "/manifest.json", R"({"format": "something-else"})");
+  EXPECT_EQ(run({"diff", path("a"), dir.path()}), kExitBadInput);
+  EXPECT_EQ(run.err.str(), dir.path() + rule);
+  files::write_atomically(dump + "/manifest.json", "{not json");
+  EXPECT_EQ(run({"diff", path("a"), dump}), kExitBadInput);
+  EXPECT_EQ(run.err.str(), dump + rule);
 }
 
 }  // namespace

@@ -15,7 +15,9 @@
 #include "harness/base/safetensors.h"
 #include "harness/cli/cli.h"
 #include "harness/config/model_mapping.h"
+#include "harness/driver/run_dump.h"
 #include "harness/model/gpt_model.h"
+#include "harness/trace/trace_reader.h"
 #include "tests/support/command_line.h"
 #include "tests/support/tensor_compare.h"
 
@@ -187,6 +189,114 @@ TEST(Dump, ReloadingADumpReproducesItAndShardedRunsDumpTheSameFullTensors) {
         << layout[0];
     EXPECT_LT(max_rel(dumped(d3, "grads.safetensors"), dumped(d1, "grads.safetensors")), 1e-4)
         << layout[0];
+  }
+}
+
+// The whole command line (no implicit flags); processes mode re-executes the parity binary.
+int run_exact(std::vector<std::string> a, std::string* err) {
+  LaunchOptions options;
+  options.worker_executable = PARITY_EXECUTABLE;
+  std::string out;
+  return testing::run_parity(std::move(a), &out, err, options);
+}
+
+// Every rank's observations file holds exactly its step 0 records of trace.jsonl, keyed
+// observation_key(seq, site), each tensor with the record's shape, dtype, digest and
+// statistics (recomputed here from the loaded values); the manifest lists each file.
+// Returns the observations of every rank by file name.
+std::map<std::string, safetensors::Contents> expect_observations_match_trace(
+    const std::string& dump, int world, const std::string& what) {
+  const nlohmann::json manifest =
+      nlohmann::json::parse(files::read(dump + "/manifest.json").value());
+  const std::vector<TraceLine> trace = read_trace_file(dump + "/trace.jsonl");
+  std::map<std::string, safetensors::Contents> all;
+  EXPECT_FALSE(files::exists(dump + "/" + observations_file_name(world))) << what;
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string file = observations_file_name(rank);
+    SCOPED_TRACE(what + ", " + file);
+    if (!files::exists(dump + "/" + file)) {
+      ADD_FAILURE() << "missing";
+      continue;
+    }
+    const safetensors::Contents c = safetensors::read_file(dump + "/" + file);
+    const nlohmann::json& listed = manifest["files"][file]["tensors"];
+    EXPECT_EQ(listed.size(), c.tensors.size());
+    std::size_t step0 = 0, steps_after = 0;
+    for (const TraceLine& line : trace) {
+      const TraceRecord& r = line.record;
+      if (r.rank != rank) continue;
+      if (r.step != 0) {
+        ++steps_after;
+        EXPECT_EQ(c.find(observation_key(r.seq, r.site)), nullptr) << "step " << r.step;
+        continue;
+      }
+      ++step0;
+      const std::string key = observation_key(r.seq, r.site);
+      const at::Tensor* t = c.find(key);
+      if (t == nullptr) {
+        ADD_FAILURE() << key << " missing";
+        continue;
+      }
+      EXPECT_EQ(t->sizes().vec(), r.shape) << key;
+      EXPECT_EQ(dtype_name(t->scalar_type()), r.dtype) << key;
+      EXPECT_EQ(tensor_digest(*t), r.digest) << key;
+      const TensorSummary sum = summarize(*t);
+      EXPECT_EQ(sum.numel, r.summary.numel) << key;
+      EXPECT_EQ(sum.sum, r.summary.sum) << key;
+      EXPECT_EQ(sum.max, r.summary.max) << key;
+      EXPECT_EQ(listed[key]["shape"], r.shape) << key;
+      EXPECT_EQ(listed[key]["dtype"], safetensors::dtype_name(t->scalar_type())) << key;
+    }
+    // 2 microbatches x (6 x 2 layers + 1) records per step.
+    EXPECT_EQ(step0, 26u);
+    EXPECT_EQ(steps_after, 26u);
+    EXPECT_EQ(c.tensors.size(), step0);  // nothing but step 0's records
+    all.emplace(file, c);
+  }
+  return all;
+}
+
+TEST(Dump, EveryRankWritesItsObservationsMatchingItsTraceRecords) {
+  const files::TempDir dir("parity-dump-obs");
+  const std::vector<std::vector<std::string>> layouts = {{"--tp", "2", "--sp"}, {"--cp", "2"}};
+  for (const std::vector<std::string>& layout : layouts) {
+    const std::string what = layout[0];
+    const auto dump_to = [&](const std::string& d) {
+      std::vector<std::string> a = {"run", "--steps", "2", "--microbatches", "2", "--dump", d};
+      a.insert(a.end(), layout.begin(), layout.end());
+      return a;
+    };
+    const std::string d = dir.path() + "/d";
+    std::string err;
+    ASSERT_EQ(run_exact(dump_to(d), &err), kExitOk) << what << ": " << err;
+    const auto threads = expect_observations_match_trace(d, 2, what);
+    ASSERT_EQ(threads.size(), 2u) << what;
+    // The ranks observed different shards: their files differ.
+    const safetensors::Contents& r0 = threads.at(observations_file_name(0));
+    const safetensors::Contents& r1 = threads.at(observations_file_name(1));
+    ASSERT_EQ(r0.tensors.size(), r1.tensors.size());
+    bool any_differs = false;
+    for (std::size_t i = 0; i < r0.tensors.size(); ++i)
+      any_differs = any_differs || !at::equal(r0.tensors[i].second, r1.tensors[i].second);
+    EXPECT_TRUE(any_differs) << what;
+
+    // Processes mode: the ranks' results travel as JSON; the same files, bit for bit.
+    const std::string p = dir.path() + "/p";
+    std::vector<std::string> processes = dump_to(p);
+    processes.insert(processes.end(), {"--launch", "processes", "--timeout", "30"});
+    ASSERT_EQ(run_exact(processes, &err), kExitOk) << what << " processes: " << err;
+    const auto from_processes = expect_observations_match_trace(p, 2, what + " processes");
+    ASSERT_EQ(from_processes.size(), 2u) << what;
+    for (const auto& [file, c] : threads) {
+      ASSERT_EQ(from_processes.count(file), 1u) << file;
+      const safetensors::Contents& q = from_processes.at(file);
+      ASSERT_EQ(q.tensors.size(), c.tensors.size()) << file;
+      for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+        EXPECT_EQ(q.tensors[i].first, c.tensors[i].first) << file;
+        EXPECT_TRUE(at::equal(q.tensors[i].second, c.tensors[i].second))
+            << file << " " << c.tensors[i].first;
+      }
+    }
   }
 }
 

@@ -69,6 +69,16 @@ TEST(RunConfigValidation, HiddenDivisibleByHeads) {
   expect_only(c, "--hidden 64: must be divisible by heads (3)");
 }
 
+TEST(RunConfigValidation, RotaryEmbeddingsNeedAnEvenHeadDimension) {
+  RunConfig c;
+  c.position_embedding = PositionEmbeddingOption::rope;
+  EXPECT_TRUE(validate_run_config(c).empty());  // 64 / 4 = 16
+  c.hidden = 12;
+  expect_only(c,
+              "--position-embedding rope: rotary embeddings need an even head dimension "
+              "(hidden / heads = 3)");
+}
+
 TEST(RunConfigValidation, TensorParallelDivisibilityNamesWhich) {
   RunConfig c;
   c.tp = 3;

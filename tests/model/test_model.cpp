@@ -91,6 +91,14 @@ TEST(ModelConfigValidation, NamesFieldValueAndRule) {
   v.dropout = 1.0;
   EXPECT_EQ(field_of(v, 1, 1, 1), "dropout");
   v = ok;
+  v.hidden = 12;
+  v.heads = 4;  // head_dim 3: rotate-half needs pairs
+  EXPECT_EQ(field_of(v, 1, 1, 1), "");
+  v.position_embedding = PositionEmbeddingKind::rope;
+  EXPECT_EQ(field_of(v, 1, 1, 1), "position_embedding");
+  v.hidden = 16;
+  EXPECT_EQ(field_of(v, 1, 1, 1), "");
+  v = ok;
   v.hidden = 66;
   EXPECT_EQ(field_of(v, 1, 1, 1), "hidden");
 }
@@ -175,36 +183,70 @@ struct PlainGpt {
     }
     return x * at::rsqrt(x.pow(2).mean({-1}, true) + c.norm_eps) * p.at(n + ".weight");
   }
+  // Linears without a bias (bias-linear off) pass an undefined one.
+  at::Tensor bias(const std::string& n) const {
+    const auto it = p.find(n + ".bias");
+    return it == p.end() ? at::Tensor() : it->second;
+  }
+  // Megatron's rotary embedding written pair by pair: element i and i + hn/2
+  // turn by the angle pos * base^(-2i/hn) (computed in fp32, as Megatron does).
+  at::Tensor rotate(const at::Tensor& x) const {  // [b, np, s, hn]
+    const std::int64_t s = x.size(2), half = c.head_dim() / 2;
+    at::Tensor out = at::empty_like(x);
+    for (std::int64_t i = 0; i < half; ++i) {
+      const float inv_freq =
+          1.0f / std::pow(static_cast<float>(c.rotary_base),
+                          static_cast<float>(2 * i) / static_cast<float>(c.head_dim()));
+      std::vector<double> cos(s), sin(s);
+      for (std::int64_t t = 0; t < s; ++t) {
+        const float angle = static_cast<float>(t) * inv_freq;
+        cos[t] = std::cos(angle);
+        sin[t] = std::sin(angle);
+      }
+      const at::Tensor cs = at::tensor(cos, at::kDouble).view({s}),
+                       sn = at::tensor(sin, at::kDouble).view({s});
+      const at::Tensor a = x.select(3, i), b = x.select(3, i + half);
+      out.select(3, i).copy_(a * cs - b * sn);
+      out.select(3, i + half).copy_(b * cs + a * sn);
+    }
+    return out;
+  }
   at::Tensor logits(const at::Tensor& tokens) const {
     const std::int64_t s = tokens.size(0), b = tokens.size(1), np = c.heads, hn = c.head_dim();
-    at::Tensor h = at::embedding(p.at("embedding.word_embeddings.weight"), tokens) +
-                   p.at("embedding.position_embeddings.weight").slice(0, 0, s).unsqueeze(1);
+    at::Tensor h = at::embedding(p.at("embedding.word_embeddings.weight"), tokens);
+    if (c.position_embedding == PositionEmbeddingKind::learned)
+      h = h + p.at("embedding.position_embeddings.weight").slice(0, 0, s).unsqueeze(1);
     at::Tensor causal = at::ones({s, s}, at::kBool).triu(1);
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const std::string L = "decoder.layers." + std::to_string(l);
       at::Tensor x = norm(L + ".input_layernorm", h);
       at::Tensor qkv = at::linear(x, p.at(L + ".self_attention.linear_qkv.weight"),
-                                  p.at(L + ".self_attention.linear_qkv.bias"))
+                                  bias(L + ".self_attention.linear_qkv"))
                            .view({s, b, np, 3, hn});
       at::Tensor q = qkv.select(3, 0).permute({1, 2, 0, 3});  // [b, np, s, hn]
       at::Tensor k = qkv.select(3, 1).permute({1, 2, 0, 3});
       at::Tensor v = qkv.select(3, 2).permute({1, 2, 0, 3});
+      if (c.position_embedding == PositionEmbeddingKind::rope) {
+        q = rotate(q);
+        k = rotate(k);
+      }
       at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / std::sqrt(double(hn));
       at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
       at::Tensor ctx = at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
       h = h + at::linear(ctx, p.at(L + ".self_attention.linear_proj.weight"),
-                         p.at(L + ".self_attention.linear_proj.bias"));
+                         bias(L + ".self_attention.linear_proj"));
       x = norm(L + ".pre_mlp_layernorm", h);
-      at::Tensor f = at::linear(x, p.at(L + ".mlp.linear_fc1.weight"), p.at(L + ".mlp.linear_fc1.bias"));
+      at::Tensor f = at::linear(x, p.at(L + ".mlp.linear_fc1.weight"), bias(L + ".mlp.linear_fc1"));
       if (c.activation == ActivationKind::gelu) {
         f = at::gelu(f);
       } else {
         f = at::silu(f.slice(-1, 0, c.ffn_hidden)) * f.slice(-1, c.ffn_hidden, 2 * c.ffn_hidden);
       }
-      h = h + at::linear(f, p.at(L + ".mlp.linear_fc2.weight"), p.at(L + ".mlp.linear_fc2.bias"));
+      h = h + at::linear(f, p.at(L + ".mlp.linear_fc2.weight"), bias(L + ".mlp.linear_fc2"));
     }
     h = norm("decoder.final_layernorm", h);
-    return at::linear(h, p.at("output_layer.weight"));
+    return at::linear(
+        h, p.at(c.untie_embeddings ? "output_layer.weight" : "embedding.word_embeddings.weight"));
   }
   at::Tensor loss(const at::Tensor& logits, const at::Tensor& labels) const {
     return -at::log_softmax(logits, -1).gather(-1, labels.unsqueeze(-1)).mean();
@@ -227,21 +269,38 @@ double rel_err(const at::Tensor& a, const at::Tensor& b) {
 struct Variant {
   NormKind norm;
   ActivationKind act;
+  PositionEmbeddingKind position = PositionEmbeddingKind::learned;
+  bool untie = true;
+  bool bias = true;
+  void apply(ModelConfig& c) const {
+    c.norm = norm;
+    c.activation = act;
+    c.position_embedding = position;
+    c.untie_embeddings = untie;
+    c.bias_linear = bias;
+  }
 };
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
-  return std::string(to_string(info.param.norm)) + "_" + std::string(to_string(info.param.act));
+  const Variant& v = info.param;
+  std::string name = std::string(to_string(v.norm)) + "_" + std::string(to_string(v.act));
+  if (v.position == PositionEmbeddingKind::rope) name += "_rope";
+  if (!v.untie) name += "_tied";
+  if (!v.bias) name += "_nobias";
+  return name;
 }
 void PrintTo(const Variant& v, std::ostream* os) { *os << variant_name({v, 0}); }
-// Both norms and both activations, paired (each kind once).
-const Variant kVariants[] = {{NormKind::layer_norm, ActivationKind::gelu},
-                             {NormKind::rms_norm, ActivationKind::swiglu}};
+// Both norms and both activations, paired (each kind once); then Megatron's
+// other options (rotary positions, tied embeddings, no linear biases) together.
+const Variant kVariants[] = {
+    {NormKind::layer_norm, ActivationKind::gelu},
+    {NormKind::rms_norm, ActivationKind::swiglu},
+    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, false, false}};
 class ModelVsPlain : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
   auto backend = make_backend("reference");
   ModelConfig c = small_config();
-  c.norm = GetParam().norm;
-  c.activation = GetParam().act;
+  GetParam().apply(c);
   GPTModel model(c, *backend, ParallelContext::single());
   MicrobatchData data = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
 
@@ -269,8 +328,11 @@ TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
   }
   // Every parameter is named canonically and appears once.
   EXPECT_EQ(grads.size(), model.parameters().size());
-  EXPECT_EQ(grads.count("decoder.layers.2.mlp.linear_fc2.bias"), 1u);
+  EXPECT_EQ(grads.count("decoder.layers.2.mlp.linear_fc2.bias"), GetParam().bias ? 1u : 0u);
   EXPECT_EQ(grads.count("embedding.word_embeddings.weight"), 1u);
+  EXPECT_EQ(grads.count("output_layer.weight"), GetParam().untie ? 1u : 0u);
+  EXPECT_EQ(grads.count("embedding.position_embeddings.weight"),
+            GetParam().position == PositionEmbeddingKind::learned ? 1u : 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelVsPlain, ::testing::ValuesIn(kVariants),
@@ -282,8 +344,7 @@ class ModelFiniteDifferences : public ::testing::TestWithParam<Variant> {};
 TEST_P(ModelFiniteDifferences, EveryParameterOfATinyModel) {
   auto backend = make_backend("reference");
   ModelConfig c = tiny_config();
-  c.norm = GetParam().norm;
-  c.activation = GetParam().act;
+  GetParam().apply(c);
   GPTModel model(c, *backend, ParallelContext::single());
   MicrobatchData data = microbatch_data(c.seed, 1, c.seq, c.micro_batch, c.vocab);
   std::vector<at::Tensor> leaves;
@@ -296,8 +357,7 @@ TEST_P(ModelFiniteDifferences, EveryParameterOfATinyModel) {
 TEST_P(ModelFiniteDifferences, OneTransformerLayerInputAndParameters) {
   auto backend = make_backend("reference");
   ModelConfig c = tiny_config();
-  c.norm = GetParam().norm;
-  c.activation = GetParam().act;
+  GetParam().apply(c);
   ParameterFactory factory(c, 0, 1);
   TransformerLayer layer("decoder.layers.0", &c, factory);
   auto rng = backend->make_rng_tracker();
@@ -305,9 +365,12 @@ TEST_P(ModelFiniteDifferences, OneTransformerLayerInputAndParameters) {
   at::Tensor x = testing::random_leaf({c.seq, c.micro_batch, c.hidden}, 5);
   std::vector<at::Tensor> leaves{x};
   for (Parameter& p : factory.parameters()) leaves.push_back(p.value);
-  EXPECT_EQ(factory.parameters().size(), c.norm == NormKind::layer_norm ? 12u : 10u);
-  EXPECT_TRUE(check_gradients(
-      [&] { return weighted_sum(layer.forward(rt, x, positions(c.seq))); }, leaves));
+  // Norms: weight (+ bias for layernorm) each; four linears: weight (+ bias).
+  EXPECT_EQ(factory.parameters().size(),
+            (c.norm == NormKind::layer_norm ? 4u : 2u) + (c.bias_linear ? 8u : 4u));
+  // Global positions of a CP rank's two chunks (not contiguous), for rope.
+  const at::Tensor pos = at::tensor({1, 2, 9, 10}, at::kLong).slice(0, 0, c.seq);
+  EXPECT_TRUE(check_gradients([&] { return weighted_sum(layer.forward(rt, x, pos)); }, leaves));
 }
 
 INSTANTIATE_TEST_SUITE_P(NormAndActivation, ModelFiniteDifferences, ::testing::ValuesIn(kVariants),

@@ -11,13 +11,15 @@
 namespace parity::testing {
 
 // Runs `parity <args>`; returns the exit code, stdout in *out and stderr in *err.
-inline int run_parity(std::vector<std::string> args, std::string* out, std::string* err) {
+// `options` as run_command_line's (e.g. the worker executable for processes mode).
+inline int run_parity(std::vector<std::string> args, std::string* out, std::string* err,
+                      const LaunchOptions& options = LaunchOptions()) {
   args.insert(args.begin(), "parity");
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   std::ostringstream out_stream, err_stream;
-  const int code =
-      cli::run_command_line(static_cast<int>(argv.size()), argv.data(), out_stream, err_stream);
+  const int code = cli::run_command_line(static_cast<int>(argv.size()), argv.data(), out_stream,
+                                         err_stream, options);
   *out = out_stream.str();
   *err = err_stream.str();
   return code;

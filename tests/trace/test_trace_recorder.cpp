@@ -107,6 +107,60 @@ TEST(TraceRecorder, CompactsAtOnceAndKeepsNoReference) {
   EXPECT_NE(records[0].digest, records[1].digest);
 }
 
+TEST(TraceRecorder, KeepValuesStoresOwnContiguousCopiesOfTheChosenRecordsBySeq) {
+  TraceRecorder recorder(0);
+  const Owner owner("decoder.layers.0");
+  recorder.keep_values([](const TraceRecord& r) { return r.step == 0; });
+  // A non-contiguous view of a "static buffer" that requires grad.
+  at::Tensor buffer = at::arange(6, at::kDouble).reshape({2, 3});
+  const at::Tensor view = buffer.t().requires_grad_();
+  {
+    auto scope = capture_tensor_observations(recorder.callback(), first_wave_kinds());
+    {
+      ExecutionPointScope point(ExecutionPoint{0, 0, GraphPhase::eager});
+      observe_tensor(owner, "residual_accumulator", SourceKind::residual_accumulator, view,
+                     std::nullopt, 0, 1);
+    }
+    {
+      ExecutionPointScope point(ExecutionPoint{1, 0, GraphPhase::eager});  // not kept
+      observe_tensor(owner, "residual_accumulator", SourceKind::residual_accumulator, view,
+                     std::nullopt, 0, 1);
+    }
+    {
+      ExecutionPointScope point(ExecutionPoint{0, 1, GraphPhase::eager});
+      observe_tensor(owner, "residual_contribution", SourceKind::residual_contribution,
+                     at::ones({2}, at::kFloat), std::nullopt, 0, 1);
+    }
+  }
+  buffer.fill_(-1.0);  // the next replay overwrites the buffer: the copy must not change
+  const std::map<std::int64_t, at::Tensor> kept = recorder.kept_values();
+  ASSERT_EQ(kept.size(), 2u);
+  ASSERT_EQ(kept.count(0), 1u);
+  ASSERT_EQ(kept.count(2), 1u);
+  const at::Tensor& v = kept.at(0);
+  EXPECT_TRUE(v.is_contiguous());
+  EXPECT_FALSE(v.requires_grad());
+  EXPECT_EQ(v.scalar_type(), at::kDouble);
+  EXPECT_EQ(v.sizes().vec(), (std::vector<std::int64_t>{3, 2}));
+  EXPECT_TRUE(at::equal(v, at::arange(6, at::kDouble).reshape({2, 3}).t()));
+  EXPECT_EQ(kept.at(2).scalar_type(), at::kFloat);
+  // The records describe the kept bytes.
+  const std::vector<TraceRecord> records = recorder.records();
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].digest, tensor_digest(v));
+  EXPECT_EQ(records[0].summary.sum, 15.0);
+  EXPECT_EQ(records[2].digest, tensor_digest(kept.at(2)));
+  // Without keep_values nothing is kept.
+  TraceRecorder plain(0);
+  {
+    auto scope = capture_tensor_observations(plain.callback(), first_wave_kinds());
+    observe_tensor(owner, "residual_accumulator", SourceKind::residual_accumulator, view,
+                   std::nullopt, 0, 1);
+  }
+  EXPECT_EQ(plain.size(), 1);
+  EXPECT_TRUE(plain.kept_values().empty());
+}
+
 TEST(TraceRecorder, NonFiniteValuesAreCountedApart) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
