@@ -80,6 +80,10 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "rmsnorm",
                                  "--activation",
                                  "swiglu",
+                                 "--position-embedding",
+                                 "rope",
+                                 "--no-untie",
+                                 "--no-bias-linear",
                                  "--recompute",
                                  "selective:core_attn,mlp",
                                  "--recompute-layers",
@@ -128,6 +132,9 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.dropout, 0.1);
   EXPECT_EQ(c.norm, NormOption::rmsnorm);
   EXPECT_EQ(c.activation, ActivationOption::swiglu);
+  EXPECT_EQ(c.position_embedding, PositionEmbeddingOption::rope);
+  EXPECT_FALSE(c.untie);
+  EXPECT_FALSE(c.bias_linear);
   EXPECT_EQ(c.recompute, "selective:core_attn,mlp");
   EXPECT_EQ(c.recompute_layers, 2);
   EXPECT_EQ(c.graphs, GraphOption::per_layer);
@@ -243,7 +250,8 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
     EXPECT_EQ(f.get(p.config), false) << off;
   }
-  EXPECT_EQ(booleans, 4);  // sp, check-collectives, fp32-residual, gather-output
+  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output
+  EXPECT_EQ(booleans, 6);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -364,6 +372,9 @@ std::vector<BadValue> bad_values() {
       one("dropout", "1.5"),
       one("norm", "batchnorm"),
       one("activation", "relu"),
+      one("position-embedding", "alibi"),
+      {"--untie", {"--untie=maybe"}},
+      {"--bias-linear", {"--bias-linear=maybe"}},
       one("recompute", "partial"),
       one("recompute-layers", "0"),
       one("graphs", "cuda"),

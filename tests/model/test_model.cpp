@@ -189,23 +189,19 @@ struct PlainGpt {
     return it == p.end() ? at::Tensor() : it->second;
   }
   // Megatron's rotary embedding written pair by pair: element i and i + hn/2
-  // turn by the angle pos * base^(-2i/hn) (computed in fp32, as Megatron does).
+  // turn by the angle pos * base^(-2i/hn). The angle table is fp32 as in Megatron
+  // (same ATen kernels: fp32 pow and cos differ between libraries by an ulp).
   at::Tensor rotate(const at::Tensor& x) const {  // [b, np, s, hn]
     const std::int64_t s = x.size(2), half = c.head_dim() / 2;
+    const at::Tensor inv_freq =
+        at::pow(c.rotary_base, at::arange(0, 2 * half, 2, at::kFloat) / double(2 * half))
+            .reciprocal();
+    const at::Tensor angles = at::outer(at::arange(s, at::kFloat), inv_freq);  // [s, half]
+    const at::Tensor cos = angles.cos().to(at::kDouble), sin = angles.sin().to(at::kDouble);
     at::Tensor out = at::empty_like(x);
     for (std::int64_t i = 0; i < half; ++i) {
-      const float inv_freq =
-          1.0f / std::pow(static_cast<float>(c.rotary_base),
-                          static_cast<float>(2 * i) / static_cast<float>(c.head_dim()));
-      std::vector<double> cos(s), sin(s);
-      for (std::int64_t t = 0; t < s; ++t) {
-        const float angle = static_cast<float>(t) * inv_freq;
-        cos[t] = std::cos(angle);
-        sin[t] = std::sin(angle);
-      }
-      const at::Tensor cs = at::tensor(cos, at::kDouble).view({s}),
-                       sn = at::tensor(sin, at::kDouble).view({s});
       const at::Tensor a = x.select(3, i), b = x.select(3, i + half);
+      const at::Tensor cs = cos.select(1, i), sn = sin.select(1, i);
       out.select(3, i).copy_(a * cs - b * sn);
       out.select(3, i + half).copy_(b * cs + a * sn);
     }

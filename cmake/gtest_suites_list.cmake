@@ -1,0 +1,32 @@
+# Script mode (cmake -P), run after each build of a GoogleTest executable by
+# parity_add_gtest_suites (cmake/gtest_suites.cmake): writes OUT, one add_test per suite.
+# Inputs: EXE, OUT, LABELS (comma-separated), TIMEOUT, WORKDIR.
+execute_process(COMMAND "${EXE}" --gtest_list_tests
+  WORKING_DIRECTORY "${WORKDIR}"
+  OUTPUT_VARIABLE listing ERROR_VARIABLE errors RESULT_VARIABLE rc TIMEOUT 120)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${EXE} --gtest_list_tests failed (${rc}): ${errors}")
+endif()
+string(REPLACE "," ";" labels "${LABELS}")
+# Suite lines start in column 0 and end in "." (before an optional "  # TypeParam = ..."
+# comment); test lines are indented. Semicolons would split CMake list items: drop them.
+string(REPLACE ";" "" listing "${listing}")
+string(REPLACE "\n" ";" lines "${listing}")
+set(content "")
+set(count 0)
+foreach(line IN LISTS lines)
+  if(line MATCHES "^([^ #][^ ]*)\\.( |$)")
+    set(suite "${CMAKE_MATCH_1}")
+    string(APPEND content
+      "add_test([=[${suite}]=] [=[${EXE}]=] [=[--gtest_filter=${suite}.*]=])\n"
+      "set_tests_properties([=[${suite}]=] PROPERTIES LABELS [=[${labels}]=] TIMEOUT ${TIMEOUT}"
+      " WORKING_DIRECTORY [=[${WORKDIR}]=]"
+      " SKIP_REGULAR_EXPRESSION [==[\\[  PASSED  \\] 0 tests]==])\n")
+    math(EXPR count "${count} + 1")
+  endif()
+endforeach()
+if(count EQUAL 0)
+  message(FATAL_ERROR "${EXE} lists no test suites")
+endif()
+file(WRITE "${OUT}.partial" "${content}")
+file(RENAME "${OUT}.partial" "${OUT}")
