@@ -4,6 +4,7 @@
 // on) the rest, and classify how each rank ended. A launch mode supplies the
 // ranks as a RankSet (threads, processes). Internal to harness/runtime.
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "harness/runtime/launcher.h"
@@ -16,6 +17,9 @@ using SupervisorClock = std::chrono::steady_clock;
 struct Slot {
   int rank = 0;
   RankStatusRecord* record = nullptr;
+  // Keeps `record`'s storage alive as long as the slot: finish() reads the
+  // records (last collective, state) after the launch mode's own state is gone.
+  std::shared_ptr<const void> record_owner;
   bool done = false;
   RankEnd end;
   double end_seconds = 0;

@@ -79,6 +79,7 @@ std::vector<Slot> run_rank_threads(const std::shared_ptr<RankRun>& run,
     RankStatus::reset(&shared->records[i], ranks[i]);
     slots[i].rank = ranks[i];
     slots[i].record = &shared->records[i];
+    slots[i].record_owner = shared;
   }
   std::vector<std::thread> threads;
   threads.reserve(n);
