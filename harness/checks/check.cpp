@@ -289,7 +289,8 @@ ExpectationCheck compare_expectations(const std::vector<PropertyResult>& propert
 
 CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
                        std::ostream& err, const LaunchOptions& options, bool* must_exit_now,
-                       const std::map<std::string, std::string>& expect) {
+                       const std::map<std::string, std::string>& expect,
+                       const BaselineInput* baseline) {
   CheckOutcome outcome = execute_check(scenario, source, options, &out);
   if (outcome.verdict == CheckVerdict::rank_failure) {
     err << outcome.failure;
@@ -316,6 +317,21 @@ CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std
   report.exit_code = exit_code(verdict);
   report.expect = expect;
   report.expectation_lines = expectations.lines;
+  if (baseline) {
+    report.baseline_path = baseline->path;
+    report.baseline_differences =
+        compare_with_baseline(baseline->report, nlohmann::json(report_json(report)));
+    const std::size_t n = report.baseline_differences.size();
+    // What was compared, so that "0 differences" is not a vacuous pass.
+    out << "\nbaseline " << baseline->path << ": " << n << " difference" << (n == 1 ? "" : "s")
+        << " (" << baseline->report.value("properties", nlohmann::json::array()).size()
+        << " properties, " << baseline->report.value("metrics", nlohmann::json::array()).size()
+        << " metric values compared)\n";
+    for (const BaselineDifference& d : report.baseline_differences)
+      out << "  " << format_difference(d) << "\n";
+    if (n > 0) verdict = CheckVerdict::property_failed;
+    report.exit_code = exit_code(verdict);
+  }
   if (!scenario.report.empty()) {
     try {
       files::write_atomically(scenario.report, report_json(report).dump(2) + "\n");
@@ -337,6 +353,10 @@ CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std
   }
   for (const std::string& line : expectations.lines)
     if (line.find(": not met") != std::string::npos) err << "parity check: " << line << "\n";
+  if (baseline && !report.baseline_differences.empty())
+    err << "parity check: baseline " << baseline->path << ": " << report.baseline_differences.size()
+        << " difference(s), the first: " << format_difference(report.baseline_differences.front())
+        << "\n";
   return verdict;
 }
 

@@ -91,14 +91,22 @@ struct ExpectationCheck {
 ExpectationCheck compare_expectations(const std::vector<PropertyResult>& properties,
                                       const std::map<std::string, std::string>& expect);
 
+// --baseline: a stored report (baseline.h read_baseline_report) and its path.
+struct BaselineInput {
+  std::string path;
+  nlohmann::json report;
+};
+
 // passed: every property PASS or SKIP (with `expect`: every expectation met
-// and the properties not named PASS or SKIP); property_failed otherwise;
+// and the properties not named PASS or SKIP), and no difference from the
+// baseline when one is given; property_failed otherwise;
 // bad_report: a report that cannot be written; rank_failure: a run failed
 // (other than prepared state aliasing an observed tensor, which is
 // graph_replay's FAIL). A SKIP prints how to make the property compare.
 CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
                        std::ostream& err, const LaunchOptions& options = {},
                        bool* must_exit_now = nullptr,
-                       const std::map<std::string, std::string>& expect = {});
+                       const std::map<std::string, std::string>& expect = {},
+                       const BaselineInput* baseline = nullptr);
 
 }  // namespace parity::checks

@@ -145,6 +145,15 @@ nlohmann::ordered_json report_json(const CheckReport& r) {
     j["expect"] = r.expect;
     j["expectations"] = r.expectation_lines;
   }
+  if (!r.baseline_path.empty()) {
+    nlohmann::ordered_json differences = nlohmann::ordered_json::array();
+    for (const BaselineDifference& d : r.baseline_differences)
+      differences.push_back({{"what", d.what},
+                             {"baseline", d.baseline},
+                             {"current", d.current},
+                             {"reason", d.reason}});
+    j["baseline"] = {{"path", r.baseline_path}, {"differences", differences}};
+  }
   return j;
 }
 

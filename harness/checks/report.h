@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/checks/baseline.h"
 #include "harness/checks/property.h"
 #include "harness/config/run_config.h"
 
@@ -25,6 +26,10 @@ struct CheckReport {
   // compare_expectations); empty when the scenario names none.
   std::map<std::string, std::string> expect;
   std::vector<std::string> expectation_lines;
+  // --baseline: the stored report's path and what differs from it (baseline.h);
+  // the path is empty without --baseline.
+  std::string baseline_path;
+  std::vector<BaselineDifference> baseline_differences;
   int exit_code = 0;
   double wall_seconds = 0;
 };

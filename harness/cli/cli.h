@@ -43,6 +43,10 @@ struct ParsedCommand {
   // and its "about" (repro prints it; null when absent).
   std::map<std::string, std::string> expect;
   nlohmann::json about;
+  // check/repro --baseline FILE: the stored report, read and checked while
+  // parsing (a bad file is bad input); the path is empty without the flag.
+  std::string baseline_path;
+  nlohmann::json baseline_report;
   MutantsOptions mutants;  // mutants: its options
   DiffOptions diff;        // diff: its options
 };

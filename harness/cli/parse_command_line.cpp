@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "harness/checks/baseline.h"
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/commands.h"
@@ -119,6 +120,11 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
       const bool check_like = c.name == "check" || c.name == "repro";
       add_run_options(sub, run_values.back(),
                       check_like ? checks::default_check_scenario() : RunConfig{});
+      if (check_like)
+        sub->add_option("--baseline", parsed.baseline_path,
+                        "compare with this stored parity check report (--report's JSON): a "
+                        "property whose status changed or a metric that moved beyond its "
+                        "tolerance fails the check (docs/cli.md \"Baselines\")");
       if (c.name == "repro") {
         sub->add_option("scenario", scenario_file, "the saved scenario file")->required();
       } else if (c.name == "check") {
@@ -189,6 +195,14 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   nlohmann::json base = to_json(RunConfig{});
   ValueSources sources;
   if (check_like && !load_scenario(scenario_file, parsed, &base, &sources)) return parsed;
+  if (check_like && !parsed.baseline_path.empty()) {
+    try {
+      parsed.baseline_report = checks::read_baseline_report(parsed.baseline_path);
+    } catch (const checks::BaselineError& e) {
+      parsed.errors.push_back("--baseline " + std::string(e.what()));
+      return parsed;
+    }
+  }
   for (const auto& [key, value] : given.items()) {
     base[key] = value;
     sources.set(key, {ValueOrigin::command_line, ""});

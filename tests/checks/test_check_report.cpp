@@ -49,6 +49,42 @@ TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
   EXPECT_EQ(p.scenario_source, "embedded default");
 }
 
+// --baseline: the report records the baseline's path and its differences
+// (docs/report-schema.md "baseline"); a moved metric fails the check.
+TEST(CheckCommand, ReportRecordsTheBaselineAndItsDifferences) {
+  const files::TempDir temp("parity-check-test");
+  const std::string base = temp.path() + "/base.json", now = temp.path() + "/now.json";
+  const std::vector<std::string> scenario = {
+      "check", "--tp",        "2",       "--cp",      "1",
+      "--dp",  "1",           "--dtype", "fp64",      "--graphs",
+      "none",  "--recompute", "none",    "--metrics", "layer-residual-contribution-l2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = scenario;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::string out, err;
+  ASSERT_EQ(run(with({"--report", base}), &out, &err), kExitOk) << out << err;
+  ASSERT_EQ(run(with({"--baseline", base, "--report", now}), &out, &err), kExitOk) << out << err;
+  nlohmann::json r = nlohmann::json::parse(std::ifstream(now));
+  EXPECT_EQ(r["baseline"]["path"], base);
+  EXPECT_EQ(r["baseline"]["differences"].size(), 0u);
+
+  nlohmann::json moved = nlohmann::json::parse(std::ifstream(base));
+  moved["metrics"][0]["value"] = moved["metrics"][0]["value"].get<double>() * 1.01;
+  files::write_atomically(base, moved.dump());
+  ASSERT_EQ(run(with({"--baseline", base, "--report", now}), &out, &err), kExitPropertyFailed)
+      << out << err;
+  r = nlohmann::json::parse(std::ifstream(now));
+  EXPECT_EQ(r["exit_code"], 1);
+  ASSERT_EQ(r["baseline"]["differences"].size(), 1u);
+  const nlohmann::json& d = r["baseline"]["differences"][0];
+  EXPECT_EQ(d["what"], "metric layer-residual-contribution-l2 " +
+                           moved["metrics"][0]["label"].get<std::string>());
+  EXPECT_NE(d["reason"].get<std::string>().find("> fp64 tolerance 1e-10"), std::string::npos) << d;
+  EXPECT_NE(out.find("baseline " + base + ": 1 difference"), std::string::npos) << out;
+}
+
 TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
   const files::TempDir temp("parity-check-test");
   const std::string dir = temp.path();
