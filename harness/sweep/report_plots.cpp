@@ -1,0 +1,213 @@
+#include "harness/sweep/report_plots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "harness/checks/tolerance.h"
+#include "harness/config/run_config.h"
+#include "harness/sweep/html_text.h"
+
+namespace parity::sweep {
+
+namespace {
+
+using html::escape;
+using html::number;
+
+struct Point {
+  std::size_t column = 0;  // the case's position on the x axis
+  std::string label;
+  double error = 0;  // max_rel; +inf for "inf" and null (NaN)
+  bool ok = true;
+};
+
+struct MetricSeries {
+  std::vector<Point> points;
+};
+
+double error_of(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  return INFINITY;  // "inf", "-inf", null (NaN): no finite error
+}
+
+const nlohmann::json* report_of(const nlohmann::json& c) {
+  const auto it = c.find("report");
+  return it != c.end() && it->is_object() ? &*it : nullptr;
+}
+
+// The metric tolerance parity check applied to this case (tolerance.h), if its
+// scenario can be read.
+std::optional<double> tolerance_of(const nlohmann::json& c) {
+  const nlohmann::json* report = report_of(c);
+  if (!report || !report->contains("scenario")) return std::nullopt;
+  try {
+    return checks::tolerances_for(run_config_from_json(report->at("scenario"))).metric;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string case_id(const nlohmann::json& c) { return html::string_at(c, "case", "?"); }
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// The vertical log axis: whole decades covering every finite positive value.
+struct LogAxis {
+  int low = -12, high = 0;
+  double top = 20, bottom = 200;
+  double y(double v) const {
+    const double t = (std::log10(v) - low) / (high - low);
+    return bottom - t * (bottom - top);
+  }
+};
+
+LogAxis axis_for(const std::vector<double>& values) {
+  LogAxis a;
+  bool any = false;
+  double lo = 0, hi = 0;
+  for (const double v : values) {
+    if (!(v > 0) || std::isinf(v)) continue;
+    lo = any ? std::min(lo, v) : v;
+    hi = any ? std::max(hi, v) : v;
+    any = true;
+  }
+  if (any) {
+    a.low = static_cast<int>(std::floor(std::log10(lo))) - 1;
+    a.high = static_cast<int>(std::ceil(std::log10(hi))) + 1;
+  }
+  return a;
+}
+
+std::string metric_plot(const std::string& metric, const MetricSeries& series,
+                        const std::vector<const nlohmann::json*>& cases,
+                        const std::vector<std::optional<double>>& tolerances) {
+  const double left = 60, step = 22;
+  const double width = std::max(360.0, left + step * cases.size() + 20);
+  std::vector<double> values;
+  for (const Point& p : series.points) values.push_back(p.error);
+  for (const auto& t : tolerances)
+    if (t) values.push_back(*t);
+  const LogAxis axis = axis_for(values);
+  const double x0 = left;
+  auto cx = [&](std::size_t column) { return x0 + step * (column + 0.5); };
+
+  std::string s = "<figure class=\"metric-plot\" data-metric=\"" + escape(metric) + "\">\n";
+  s += "<figcaption>" + escape(metric) +
+       ": max rel error per case and label (log scale); line: the case's tolerance</figcaption>\n";
+  s += "<svg class=\"plot\" width=\"" + fmt(width) + "\" height=\"230\" viewBox=\"0 0 " +
+       fmt(width) + " 230\" role=\"img\">\n";
+  s += "<title>" + escape(metric) + "</title>\n";
+  // A label every `every` decades: at most about 10 labels, so they do not overlap.
+  const int every = (axis.high - axis.low + 9) / 10;
+  for (int d = axis.low; d <= axis.high; ++d) {
+    const double y = axis.y(std::pow(10.0, d));
+    s += "<line class=\"grid-line\" x1=\"" + fmt(x0) + "\" x2=\"" + fmt(width - 10) + "\" y1=\"" +
+         fmt(y) + "\" y2=\"" + fmt(y) + "\"/>";
+    if ((d - axis.low) % every == 0)
+      s += "<text class=\"tick\" x=\"" + fmt(x0 - 4) + "\" y=\"" + fmt(y + 4) +
+           "\" text-anchor=\"end\">1e" + std::to_string(d) + "</text>";
+    s += "\n";
+  }
+  // The tolerance, one step per case.
+  std::string path;
+  for (std::size_t i = 0; i < tolerances.size(); ++i) {
+    if (!tolerances[i]) continue;
+    const double y = axis.y(*tolerances[i]);
+    path += "M" + fmt(x0 + step * i) + " " + fmt(y) + " H" + fmt(x0 + step * (i + 1)) + " ";
+  }
+  if (!path.empty())
+    s += "<path class=\"tolerance\" d=\"" + path + "\"><title>tolerance</title></path>\n";
+  for (const Point& p : series.points) {
+    double y;
+    std::string kind = p.ok ? "ok" : "fail";
+    if (std::isinf(p.error)) {
+      y = axis.top - 8;
+      kind += " infinite";
+    } else if (p.error <= 0) {
+      y = axis.bottom + 8;
+      kind += " exact";
+    } else {
+      y = axis.y(p.error);
+    }
+    const auto& tol = tolerances[p.column];
+    s += "<circle class=\"point " + kind + "\" cx=\"" + fmt(cx(p.column)) + "\" cy=\"" + fmt(y) +
+         "\" r=\"3.5\"><title>" + escape(case_id(*cases[p.column])) + " | " + escape(p.label) +
+         ": max rel " + number(p.error) + (tol ? " (tolerance " + number(*tol) + ")" : "") +
+         "</title></circle>\n";
+  }
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    s += "<text class=\"tick\" x=\"" + fmt(cx(i)) + "\" y=\"225\" text-anchor=\"middle\">" +
+         std::to_string(i + 1) + "<title>" + escape(case_id(*cases[i])) + "</title></text>\n";
+  s += "</svg>\n</figure>\n";
+  return s;
+}
+
+}  // namespace
+
+std::string render_metric_plots(const std::vector<nlohmann::json>& cases) {
+  std::map<std::string, MetricSeries> by_metric;
+  std::vector<std::string> order;
+  std::vector<const nlohmann::json*> columns;
+  std::vector<std::optional<double>> tolerances;
+  for (const nlohmann::json& c : cases) {
+    const std::size_t column = columns.size();
+    columns.push_back(&c);
+    tolerances.push_back(tolerance_of(c));
+    const nlohmann::json* report = report_of(c);
+    if (!report || !report->contains("metrics") || !report->at("metrics").is_array()) continue;
+    for (const nlohmann::json& m : report->at("metrics")) {
+      const std::string metric = html::string_at(m, "metric", "?");
+      auto [it, inserted] = by_metric.try_emplace(metric);
+      if (inserted) order.push_back(metric);
+      Point p;
+      p.column = column;
+      p.label = html::string_at(m, "label");
+      p.error = error_of(m.value("max_rel", nlohmann::json()));
+      p.ok = m.value("ok", true);
+      it->second.points.push_back(p);
+    }
+  }
+  if (order.empty()) return "<p class=\"empty\">No case compared a metric: nothing to plot.</p>\n";
+  std::string s =
+      "<p>x: case number (the time chart and the grid's titles name each case); "
+      "filled: within tolerance, red: beyond; an exact 0 sits on the bottom edge, "
+      "an infinite or NaN error on the top.</p>\n";
+  for (const std::string& metric : order)
+    s += metric_plot(metric, by_metric[metric], columns, tolerances);
+  return s;
+}
+
+std::string render_time_chart(const std::vector<nlohmann::json>& cases) {
+  double longest = 0;
+  for (const nlohmann::json& c : cases) longest = std::max(longest, c.value("seconds", 0.0));
+  const double bar_left = 50, bar_width = 500, row = 16;
+  const double height = row * cases.size() + 10;
+  std::string s = "<svg id=\"time-chart\" width=\"1200\" height=\"" + fmt(height) +
+                  "\" viewBox=\"0 0 1200 " + fmt(height) +
+                  "\" role=\"img\">\n"
+                  "<title>seconds per case</title>\n";
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const nlohmann::json& c = cases[i];
+    const double seconds = c.value("seconds", 0.0);
+    const double w = longest > 0 ? bar_width * seconds / longest : 0;
+    const double y = 5 + row * i;
+    const std::string outcome = html::string_at(c, "outcome", "unknown");
+    s += "<g class=\"time-bar\"><text class=\"tick\" x=\"" + fmt(bar_left - 4) + "\" y=\"" +
+         fmt(y + 11) + "\" text-anchor=\"end\">" + std::to_string(i + 1) +
+         "</text><rect class=\"bar outcome-" + escape(outcome) + "\" x=\"" + fmt(bar_left) +
+         "\" y=\"" + fmt(y) + "\" width=\"" + fmt(std::max(w, 1.0)) + "\" height=\"" +
+         fmt(row - 3) + "\"/><text class=\"bar-label\" x=\"" +
+         fmt(bar_left + std::max(w, 1.0) + 4) + "\" y=\"" + fmt(y + 11) + "\">" + number(seconds) +
+         " s  " + escape(case_id(c)) + "</text></g>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+}  // namespace parity::sweep

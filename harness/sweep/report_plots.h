@@ -1,0 +1,21 @@
+#pragma once
+// The SVG plots of the sweep report page (report_html.h): inline SVG, drawn
+// from results.jsonl's case objects, so the page needs no script to show them.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace parity::sweep {
+
+// One <figure class="metric-plot" data-metric="M"> per metric any case compared:
+// x = the cases in index order, y = each (metric, label)'s max_rel (log scale;
+// an exact 0 sits on the bottom edge, an infinite or NaN error on the top), with
+// each case's metric tolerance (checks::tolerances_for of its scenario) as a line.
+// A paragraph saying so when no case compared a metric.
+std::string render_metric_plots(const std::vector<nlohmann::json>& cases);
+
+// <svg id="time-chart">: one bar per case, its check's seconds.
+std::string render_time_chart(const std::vector<nlohmann::json>& cases);
+
+}  // namespace parity::sweep
