@@ -108,7 +108,7 @@ std::string render_grid(const SweepReportInput& in, const std::vector<GridItem>&
   const std::size_t split = axes.size() / 2;
   const std::vector<std::string> row_axes(axes.begin(), axes.begin() + split);
   const std::vector<std::string> col_axes(axes.begin() + split, axes.end());
-  ValueOrder order(in.summary.value("matrix", nlohmann::json()), axes);
+  ValueOrder order(html::at(in.summary, "matrix"), axes);
   std::map<Header, std::map<Header, std::vector<const GridItem*>>> cells;
   std::map<Header, int> columns;
   for (const GridItem& item : items) {
@@ -150,17 +150,17 @@ std::string render_grid(const SweepReportInput& in, const std::vector<GridItem>&
 
 std::vector<std::string> reasons_of(const nlohmann::json& c) {
   std::vector<std::string> out;
-  const nlohmann::json report = c.value("report", nlohmann::json());
+  const nlohmann::json& report = html::at(c, "report");
   if (report.is_object()) {
-    for (const nlohmann::json& p : report.value("properties", nlohmann::json::array()))
+    for (const nlohmann::json& p : html::array_at(report, "properties"))
       if (string_at(p, "status") == "FAIL")
         out.push_back(string_at(p, "name", "?") + ": " + string_at(p, "reason"));
-    for (const nlohmann::json& line : report.value("expectations", nlohmann::json::array()))
+    for (const nlohmann::json& line : html::array_at(report, "expectations"))
       if (line.is_string() && line.get<std::string>().find(": not met") != std::string::npos)
         out.push_back(line.get<std::string>());
-    const nlohmann::json baseline = report.value("baseline", nlohmann::json());
+    const nlohmann::json& baseline = html::at(report, "baseline");
     if (baseline.is_object())
-      for (const nlohmann::json& d : baseline.value("differences", nlohmann::json::array()))
+      for (const nlohmann::json& d : html::array_at(baseline, "differences"))
         out.push_back("baseline: " + string_at(d, "what") + ": baseline " +
                       string_at(d, "baseline") + " now " + string_at(d, "current") + " (" +
                       string_at(d, "reason") + ")");
@@ -180,10 +180,10 @@ std::string render_failure(const nlohmann::json& c, std::size_t number) {
   for (const std::string& r : reasons_of(c)) s += "<li class=\"reason\">" + escape(r) + "</li>\n";
   s += "</ul>\n<p>reproduce:</p>\n<pre class=\"repro\">" +
        escape(string_at(c, "repro", "(no repro command recorded)")) + "</pre>\n";
-  const nlohmann::json report = c.value("report", nlohmann::json());
+  const nlohmann::json& report = html::at(c, "report");
   const nlohmann::json scenario = report.is_object() && report.contains("scenario")
                                       ? report["scenario"]
-                                      : c.value("assignment", nlohmann::json());
+                                      : html::at(c, "assignment");
   s += "<p>scenario" +
        std::string(string_at(c, "failure_file").empty()
                        ? ""
@@ -236,7 +236,7 @@ std::string render_sweep_report(const SweepReportInput& in) {
   for (std::size_t i = 0; i < in.cases.size(); ++i) {
     const nlohmann::json& c = in.cases[i];
     GridItem item;
-    item.assignment = c.value("assignment", nlohmann::json());
+    item.assignment = html::at(c, "assignment");
     item.id = string_at(c, "case", "?");
     item.outcome = outcome_of(c);
     item.title = "#" + std::to_string(i + 1) + " " + item.id + ": " + item.outcome;
@@ -248,9 +248,9 @@ std::string render_sweep_report(const SweepReportInput& in) {
     items.push_back(std::move(item));
   }
   std::string invalid;
-  for (const nlohmann::json& v : in.summary.value("invalid", nlohmann::json::array())) {
+  for (const nlohmann::json& v : html::array_at(in.summary, "invalid")) {
     GridItem item;
-    item.assignment = v.value("assignment", nlohmann::json());
+    item.assignment = html::at(v, "assignment");
     item.id = string_at(v, "case", "?");
     item.outcome = "invalid";
     item.title = item.id + ": invalid: " + string_at(v, "reason");

@@ -168,8 +168,8 @@ std::string render_metric_plots(const std::vector<nlohmann::json>& cases) {
       Point p;
       p.column = column;
       p.label = html::string_at(m, "label");
-      p.error = error_of(m.value("max_rel", nlohmann::json()));
-      p.ok = m.value("ok", true);
+      p.error = error_of(html::at(m, "max_rel"));
+      p.ok = html::at(m, "ok") != false;  // unknown: drawn as within
       it->second.points.push_back(p);
     }
   }
@@ -185,7 +185,7 @@ std::string render_metric_plots(const std::vector<nlohmann::json>& cases) {
 
 std::string render_time_chart(const std::vector<nlohmann::json>& cases) {
   double longest = 0;
-  for (const nlohmann::json& c : cases) longest = std::max(longest, c.value("seconds", 0.0));
+  for (const nlohmann::json& c : cases) longest = std::max(longest, html::number_at(c, "seconds"));
   const double bar_left = 50, bar_width = 500, row = 16;
   const double height = row * cases.size() + 10;
   std::string s = "<svg id=\"time-chart\" width=\"1200\" height=\"" + fmt(height) +
@@ -194,7 +194,7 @@ std::string render_time_chart(const std::vector<nlohmann::json>& cases) {
                   "<title>seconds per case</title>\n";
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const nlohmann::json& c = cases[i];
-    const double seconds = c.value("seconds", 0.0);
+    const double seconds = html::number_at(c, "seconds");
     const double w = longest > 0 ? bar_width * seconds / longest : 0;
     const double y = 5 + row * i;
     const std::string outcome = html::string_at(c, "outcome", "unknown");

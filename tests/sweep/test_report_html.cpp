@@ -183,5 +183,25 @@ TEST(SweepReportHtml, AllPassedAndNoMetricsSaySo) {
   EXPECT_EQ(count(page, "class=\"metric-plot\""), 0u);
 }
 
+// Files written by other programs (or a half-written sweep): wrong types and
+// missing keys are shown as unknown, never thrown.
+TEST(SweepReportHtml, OddInputsRenderWithoutThrowing) {
+  SweepReportInput in;
+  in.summary = nlohmann::json::array({1, 2});
+  in.cases = {nlohmann::json(3),
+              {{"case", "a=1"}, {"seconds", "slow"}, {"report", 5}, {"outcome", "exploded"}},
+              {{"case", "a=2"},
+               {"assignment", {{"a", 2}}},
+               {"outcome", "property_failed"},
+               {"report",
+                {{"properties", nullptr}, {"metrics", {{{"metric", "m"}, {"max_rel", "inf"}}}}}}}};
+  std::string page;
+  ASSERT_NO_THROW(page = render_sweep_report(in));
+  EXPECT_EQ(count(section(page, "grid"), "class=\"case-cell outcome-"), 3u);
+  EXPECT_EQ(count(page, "class=\"case-cell outcome-unknown\""), 2u);
+  EXPECT_EQ(count(page, "class=\"metric-plot\""), 1u);
+  EXPECT_EQ(count(page, "(no reason recorded)"), 3u);
+}
+
 }  // namespace
 }  // namespace parity::sweep
