@@ -21,14 +21,18 @@ bool sweep_owned(const std::string& key) {
 
 // One scenario key and its value, as run_config_from_json reads them; `where`
 // is the path in the file ("\"axes\".\"tp\"[1]").
-void check_key_value(const std::string& source, const std::string& where, const std::string& key,
-                     const ojson& value) {
+void check_key(const std::string& source, const std::string& where, const std::string& key) {
   if (!find_run_config_field(key))
     throw MatrixError(source + ": " + where + ": unknown key \"" + key +
                       "\" (every key of a scenario file is allowed: docs/cli.md)");
   if (sweep_owned(key))
     throw MatrixError(source + ": " + where + ": \"" + key +
                       "\" cannot be set in a sweep (each case's report goes into results.jsonl)");
+}
+
+void check_key_value(const std::string& source, const std::string& where, const std::string& key,
+                     const ojson& value) {
+  check_key(source, where, key);
   try {
     run_config_from_json(nlohmann::json{{key, nlohmann::json::parse(value.dump())}});
   } catch (const std::exception& e) {
@@ -120,6 +124,7 @@ Matrix expand_matrix(const ojson& file, const std::string& source) {
                       ": expected a non-empty object of key -> list of values");
   for (const auto& [key, values] : axes.items()) {
     const std::string where = "\"axes\".\"" + key + "\"";
+    check_key(source, where, key);
     if (!values.is_array() || values.empty())
       throw MatrixError(source + ": " + where + " = " + values.dump() +
                         ": expected a non-empty list of values");
