@@ -219,13 +219,15 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
       parsed.errors.push_back("--shard " + shard +
                               ": must be K/N with integers 1 <= K <= N (e.g. 2/4)");
     if (o.merge.empty() && o.matrix.empty())
-      parsed.errors.push_back("parity sweep: a MATRIX.json, or --merge DIR... (see parity sweep --help)");
+      parsed.errors.push_back(
+          "parity sweep: a MATRIX.json, or --merge DIR... (see parity sweep --help)");
     if (!o.merge.empty() && !o.matrix.empty())
       parsed.errors.push_back("--merge: takes sweep folders, not a matrix file (" + o.matrix +
                               "): the folders hold their matrix");
     if (!o.merge.empty() && (o.resume || !shard.empty() || o.shrink))
-      parsed.errors.push_back("--merge: combines finished folders: --resume, --shard and --shrink "
-                              "apply to running a matrix");
+      parsed.errors.push_back(
+          "--merge: combines finished folders: --resume, --shard and --shrink "
+          "apply to running a matrix");
     return parsed;
   }
   if (parsed.command == "check" && self_check) parsed.command = "selfcheck";

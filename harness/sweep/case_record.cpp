@@ -63,9 +63,11 @@ nlohmann::ordered_json case_record(const Matrix& matrix, const SweepCase& c,
   r["backend"] = c.config.backend;
   r["parity_version"] = parity_version();
   r["failure"] = outcome.failure;
-  r["failure_file"] = failure_file.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(failure_file);
-  r["repro"] = failure_file.empty() ? nlohmann::ordered_json()
-                                    : nlohmann::ordered_json("parity repro " + dir + "/" + failure_file);
+  r["failure_file"] =
+      failure_file.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(failure_file);
+  r["repro"] = failure_file.empty()
+                   ? nlohmann::ordered_json()
+                   : nlohmann::ordered_json("parity repro " + dir + "/" + failure_file);
   r["report"] = checks::report_json(outcome.report);
   return r;
 }

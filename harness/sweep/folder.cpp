@@ -52,8 +52,9 @@ SweepOutcome finish_folder(const std::string& dir, const Matrix& matrix,
                            const std::string& title, std::ostream& out, std::ostream& err) {
   const nlohmann::ordered_json summary = summary_json(matrix, cases, seconds, shard);
   std::string error;
-  bool written = files::try_write_atomically(dir + "/summary.json", summary.dump(2) + "\n", &error) &&
-                 files::try_write_atomically(dir + "/results.csv", results_csv(matrix, cases), &error);
+  bool written =
+      files::try_write_atomically(dir + "/summary.json", summary.dump(2) + "\n", &error) &&
+      files::try_write_atomically(dir + "/results.csv", results_csv(matrix, cases), &error);
   if (written && !junit.empty())
     written = files::try_write_atomically(junit, junit_xml(title, summary, cases), &error);
   // report.html: not written here (the sweep report's renderer, issue 12's

@@ -24,8 +24,7 @@ Matrix read_folder_matrix(const std::string& dir);
 // throws std::runtime_error when a record belongs to another matrix. A torn
 // last line's warning goes to `err`.
 std::vector<nlohmann::ordered_json> read_folder_cases(const std::string& dir,
-                                                      const std::string& digest,
-                                                      std::ostream& err);
+                                                      const std::string& digest, std::ostream& err);
 
 // Writes summary.json, results.csv and (when asked) the JUnit file, atomically,
 // and prints the summary table on `out`. all_passed when every recorded case

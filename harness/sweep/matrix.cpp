@@ -76,7 +76,8 @@ void add_case(Matrix& m, const ojson& base, ojson assignment) {
   RunConfig config = run_config_from_json(scenario);
   std::vector<ConfigViolation> violations = checks::validate_check_scenario(config);
   if (config.launch == LaunchMode::env)
-    violations.push_back({"launch", "env", "parity check launches several worlds: use threads or processes",
+    violations.push_back({"launch", "env",
+                          "parity check launches several worlds: use threads or processes",
                           ConfigViolation::Kind::text});
   if (!violations.empty()) {
     m.invalid.push_back({index, id, std::move(assignment), one_line_violations(violations)});
@@ -96,14 +97,14 @@ bool matches(const ojson& assignment, const ojson& partial) {
 std::string case_id(const ojson& assignment) {
   std::string id;
   for (const auto& [key, value] : assignment.items())
-    id += (id.empty() ? "" : " ") + key + "=" + field_value_text(nlohmann::json::parse(value.dump()));
+    id +=
+        (id.empty() ? "" : " ") + key + "=" + field_value_text(nlohmann::json::parse(value.dump()));
   return id;
 }
 
 std::string matrix_digest(const ojson& file) {
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(fnv1a64(file.dump())));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(file.dump())));
   return hex;
 }
 
@@ -132,14 +133,15 @@ Matrix expand_matrix(const ojson& file, const std::string& source) {
       check_key_value(source, where + "[" + std::to_string(i) + "]", key, values[i]);
       for (std::size_t j = 0; j < i; ++j)
         if (values[j] == values[i])
-          throw MatrixError(source + ": " + where + "[" + std::to_string(i) + "] = " +
-                            values[i].dump() + ": the value appears twice");
+          throw MatrixError(source + ": " + where + "[" + std::to_string(i) +
+                            "] = " + values[i].dump() + ": the value appears twice");
     }
     m.axes.push_back(key);
   }
   const ojson base = file.value("base", ojson::object());
   if (!base.is_object())
-    throw MatrixError(source + ": \"base\" = " + base.dump() + ": expected an object of scenario keys");
+    throw MatrixError(source + ": \"base\" = " + base.dump() +
+                      ": expected an object of scenario keys");
   for (const auto& [key, value] : base.items()) {
     check_key_value(source, "\"base\".\"" + key + "\"", key, value);
     if (axes.contains(key))

@@ -43,7 +43,7 @@ struct Matrix {
   std::vector<std::string> axes;  // in the file's order
   std::vector<SweepCase> cases;   // valid cases, in index order
   std::vector<InvalidCase> invalid;
-  int excluded = 0;  // cartesian cases an exclude entry matched
+  int excluded = 0;   // cartesian cases an exclude entry matched
   int expansion = 0;  // every case of the expansion: cases + invalid + excluded
 };
 

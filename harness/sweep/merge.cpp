@@ -21,17 +21,16 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
       if (i == 0) {
         matrix = std::move(m);
       } else if (m.digest != matrix.digest) {
-        err << "parity sweep --merge: " << dir << " holds matrix " << m.digest << ", "
-            << o.merge[0] << " holds " << matrix.digest
-            << ": only folders of the same matrix merge\n";
+        err << "parity sweep --merge: " << dir << " holds matrix " << m.digest << ", " << o.merge[0]
+            << " holds " << matrix.digest << ": only folders of the same matrix merge\n";
         return SweepOutcome::bad_input;
       }
       for (nlohmann::ordered_json& r : read_folder_cases(dir, matrix.digest, err)) {
         const std::string id = r.value("case", "");
         const auto [it, fresh] = folder_of.emplace(id, dir);
         if (!fresh) {
-          err << "parity sweep --merge: case \"" << id << "\" is in both " << it->second
-              << " and " << dir << " (shards of one matrix are disjoint)\n";
+          err << "parity sweep --merge: case \"" << id << "\" is in both " << it->second << " and "
+              << dir << " (shards of one matrix are disjoint)\n";
           return SweepOutcome::bad_input;
         }
         // The failure file moves into the merged folder; its repro command with it.
@@ -69,8 +68,8 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
   }
   out << "parity sweep --merge: " << o.merge.size() << " folder(s), " << cases.size() << " of "
       << matrix.cases.size() << " case(s), into " << o.out << std::endl;
-  SweepOutcome outcome = finish_folder(o.out, matrix, cases, seconds, "", o.junit,
-                                       "parity sweep (merged)", out, err);
+  SweepOutcome outcome =
+      finish_folder(o.out, matrix, cases, seconds, "", o.junit, "parity sweep (merged)", out, err);
   if (outcome == SweepOutcome::all_passed && cases.size() < matrix.cases.size()) {
     err << "parity sweep --merge: " << matrix.cases.size() - cases.size()
         << " case(s) of the matrix are in none of the folders (a shard missing or unfinished)\n";

@@ -13,7 +13,8 @@ namespace parity::sweep {
 
 ResultsFile::ResultsFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error(path + ": cannot open for appending: " + std::strerror(errno));
+  if (fd_ < 0)
+    throw std::runtime_error(path + ": cannot open for appending: " + std::strerror(errno));
   // A torn last line (a crash mid-write) is cut off, so the next line does not
   // join it into a line no reader can parse.
   const std::optional<std::string> text = files::read(path);
@@ -56,7 +57,8 @@ ResultsRead read_results(const std::string& path) {
   while (start < text->size()) {
     const std::size_t end = text->find('\n', start);
     const bool last = end == std::string::npos || end + 1 == text->size();
-    const std::string line = text->substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string line =
+        text->substr(start, end == std::string::npos ? std::string::npos : end - start);
     ++line_number;
     nlohmann::ordered_json record;
     bool ok = end != std::string::npos;  // a line without its newline was cut short

@@ -139,7 +139,8 @@ SweepOutcome run_sweep(const SweepOptions& o, std::ostream& out, std::ostream& e
       }
     };
     std::vector<std::thread> threads;
-    for (int j = 1; j < o.jobs && j < static_cast<int>(todo.size()); ++j) threads.emplace_back(worker);
+    for (int j = 1; j < o.jobs && j < static_cast<int>(todo.size()); ++j)
+      threads.emplace_back(worker);
     worker();
     for (std::thread& t : threads) t.join();
     progress.done();

@@ -14,10 +14,10 @@
 namespace parity::sweep {
 
 struct ShrinkResult {
-  RunConfig scenario;             // the smallest failing scenario found
-  checks::CheckOutcome outcome;   // its check
-  int candidates = 0;             // checks run
-  int accepted = 0;               // candidates that still failed (steps taken)
+  RunConfig scenario;            // the smallest failing scenario found
+  checks::CheckOutcome outcome;  // its check
+  int candidates = 0;            // checks run
+  int accepted = 0;              // candidates that still failed (steps taken)
 };
 
 // `failing`: the case's scenario; `outcome`: its check (property_failed);

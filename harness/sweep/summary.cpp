@@ -51,9 +51,12 @@ ojson summary_json(const Matrix& matrix, const std::vector<ojson>& cases, double
   int passed = 0, failed = 0, rank_failures = 0;
   for (const ojson& c : cases) {
     const std::string outcome = c.value("outcome", "");
-    if (outcome == "passed") ++passed;
-    else if (outcome == "rank_failure") ++rank_failures;
-    else ++failed;
+    if (outcome == "passed")
+      ++passed;
+    else if (outcome == "rank_failure")
+      ++rank_failures;
+    else
+      ++failed;
   }
   ojson s;
   s["schema"] = kSummarySchema;
@@ -81,8 +84,8 @@ ojson summary_json(const Matrix& matrix, const std::vector<ojson>& cases, double
   });
   ojson slowest = ojson::array();
   for (std::size_t i = 0; i < by_time.size() && i < 5; ++i)
-    slowest.push_back({{"case", by_time[i]->value("case", "")},
-                       {"seconds", by_time[i]->value("seconds", 0.0)}});
+    slowest.push_back(
+        {{"case", by_time[i]->value("case", "")}, {"seconds", by_time[i]->value("seconds", 0.0)}});
   s["slowest"] = slowest;
   return s;
 }
@@ -155,11 +158,21 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r')
           out += '?';
@@ -174,8 +187,10 @@ std::string junit_xml(const std::string& suite, const ojson& s, const std::vecto
   int failures = 0, errors = 0;
   for (const ojson& c : cases) {
     const std::string outcome = c.value("outcome", "");
-    if (is_failure(outcome)) ++failures;
-    else if (outcome != "passed") ++errors;
+    if (is_failure(outcome))
+      ++failures;
+    else if (outcome != "passed")
+      ++errors;
   }
   const std::string counts = " tests=\"" + std::to_string(cases.size()) + "\" failures=\"" +
                              std::to_string(failures) + "\" errors=\"" + std::to_string(errors) +

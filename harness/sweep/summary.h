@@ -16,7 +16,8 @@ inline constexpr const char* kSummarySchema = "parity-sweep-summary";
 inline constexpr int kSummarySchemaVersion = 1;
 
 // One record per case id (the first one read), sorted by index.
-std::vector<nlohmann::ordered_json> unique_cases(const std::vector<nlohmann::ordered_json>& records);
+std::vector<nlohmann::ordered_json> unique_cases(
+    const std::vector<nlohmann::ordered_json>& records);
 
 // summary.json's object. `cases`: unique_cases' output; `seconds`: the sweep's
 // wall time; `shard`: "K/N" or "" (a whole run or a merge).

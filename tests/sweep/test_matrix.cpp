@@ -76,8 +76,8 @@ TEST(SweepMatrix, BadMatrixFilesNameTheKey) {
             "m.json: \"axes\".\"tp\"[1] = 1: the value appears twice");
   EXPECT_EQ(error_of(R"({"axis": {"tp": [1]}})"),
             "m.json: \"axis\": unknown key (a matrix has axes, base, exclude, include, about)");
-  EXPECT_EQ(error_of(R"({"axes": {"tp": [1]}, "base": {"dtype": "fp16"}})").rfind(
-                "m.json: \"base\".\"dtype\": \"dtype\" = \"fp16\"", 0),
+  EXPECT_EQ(error_of(R"({"axes": {"tp": [1]}, "base": {"dtype": "fp16"}})")
+                .rfind("m.json: \"base\".\"dtype\": \"dtype\" = \"fp16\"", 0),
             0u);
   EXPECT_EQ(error_of(R"({"axes": {"tp": [1]}, "exclude": [{"dp": 1}]})"),
             "m.json: \"exclude\"[0].\"dp\": not an axis of the matrix (exclude names axes)");

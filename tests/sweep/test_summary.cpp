@@ -11,11 +11,17 @@ using ojson = nlohmann::ordered_json;
 
 ojson record(int index, const std::string& id, const std::string& outcome, double seconds,
              const std::string& reason = "") {
-  ojson r = {{"case", id}, {"index", index}, {"assignment", {{"recompute", "selective:a,b"}}},
-             {"outcome", outcome}, {"seconds", seconds}, {"failure", ""},
+  ojson r = {{"case", id},
+             {"index", index},
+             {"assignment", {{"recompute", "selective:a,b"}}},
+             {"outcome", outcome},
+             {"seconds", seconds},
+             {"failure", ""},
              {"repro", outcome == "passed" ? ojson() : ojson("parity repro D/failures/x.json")}};
-  ojson p = {{"name", "sharded_reduction"}, {"status", outcome == "passed" ? "PASS" : "FAIL"},
-             {"reason", reason}, {"max_rel", 1e-7}};
+  ojson p = {{"name", "sharded_reduction"},
+             {"status", outcome == "passed" ? "PASS" : "FAIL"},
+             {"reason", reason},
+             {"max_rel", 1e-7}};
   r["report"] = {{"properties", ojson::array({p})}};
   return r;
 }
@@ -28,9 +34,9 @@ Matrix two_case_matrix() {
 
 TEST(SweepSummary, CountsOutcomesAndKeepsTheFirstRecordOfACase) {
   const Matrix m = two_case_matrix();
-  const std::vector<ojson> cases = unique_cases(
-      {record(1, "b", "property_failed", 2.0), record(0, "a", "passed", 1.0),
-       record(1, "b", "passed", 3.0)});
+  const std::vector<ojson> cases =
+      unique_cases({record(1, "b", "property_failed", 2.0), record(0, "a", "passed", 1.0),
+                    record(1, "b", "passed", 3.0)});
   ASSERT_EQ(cases.size(), 2u);
   EXPECT_EQ(cases[0].at("case"), "a");
   const ojson s = summary_json(m, cases, 5.0, "1/2");
