@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # injected_fault.sh PARITY MATRIX XSD: a sweep whose base injects a code-path
-# fault exits 1, saves each failing case in failures/, and `parity repro` of a
-# saved file reproduces the FAIL (exit 1, the property FAILED); its JUnit has
+# fault exits 1, saves each failing case in failures/ (shrunk, expecting the
+# FAILed property to PASS), and `parity repro` of a saved file reproduces the FAIL (exit 1, the property FAILED); its JUnit has
 # a <failure> per failing case with the repro command, and validates.
 set -euo pipefail
 parity="$1"; matrix="$2"; xsd="$3"
@@ -14,6 +14,8 @@ set -e
 failures=("$work"/s/failures/*.json)
 echo "failure files: ${#failures[@]}"
 (( ${#failures[@]} == 2 )) || { echo "FAIL: expected 2 failure files"; exit 1; }
+grep -q '"shrunk": "by parity sweep --shrink: ' "${failures[0]}" || { echo "FAIL: not shrunk"; exit 1; }
+grep -q '"sharded_reduction": "PASS"' "${failures[0]}" || { echo "FAIL: expect"; exit 1; }
 set +e
 out=$("$parity" repro "${failures[0]}" 2>&1)
 code=$?
