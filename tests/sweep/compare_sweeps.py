@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """compare_sweeps.py A B: exit 0 iff sweep folders A and B hold the same results.
 
-Per case (by id): the outcome, every property's status, reason and errors, and every
+Each case is recorded once per folder. Per case (by id): the outcome, every property's status, reason and errors, and every
 metric row of the report; ignored: seconds, host and other timing fields. The
 summaries must agree on everything but seconds, slowest and shard.
 """
@@ -10,11 +10,14 @@ import sys
 
 
 def cases(folder):
+    """Each case's record; a case recorded twice (a resume that ran it again) fails."""
     out = {}
     with open(folder + "/results.jsonl") as f:
         for line in f:
             r = json.loads(line)
-            out.setdefault(r["case"], r)
+            if r["case"] in out:
+                sys.exit("compare_sweeps: %s records case %r twice" % (folder, r["case"]))
+            out[r["case"]] = r
     return out
 
 
