@@ -76,6 +76,7 @@ void add_sweep_options(CLI::App* sub, sweep::SweepOptions& o, std::string& shard
                 "continue the sweep in --out: skip the cases results.jsonl holds (refused when "
                 "its matrix differs)");
   sub->add_option("--jobs", o.jobs, "cases run side by side (each case's ranks are threads)")
+      ->capture_default_str()
       ->check(rule("N", positive_integer, "must be an integer in [1, 1000000]"));
   sub->add_option("--shard", shard,
                   "K/N: run only the cases whose index % N == K-1 (K from 1 to N), e.g. a Slurm "
@@ -83,6 +84,7 @@ void add_sweep_options(CLI::App* sub, sweep::SweepOptions& o, std::string& shard
   sub->add_flag("--shrink", o.shrink, "shrink each failing case before saving it in failures/");
   sub->add_option("--shrink-steps", o.shrink_steps,
                   "with --shrink: at most this many candidate checks per failure")
+      ->capture_default_str()
       ->check(rule("STEPS", non_negative_integer, "must be a non-negative integer"));
   sub->add_option("--junit", o.junit, "also write JUnit XML to FILE (one testcase per case)");
   sub->add_option("--merge", o.merge,

@@ -65,5 +65,34 @@ TEST(SweepCommand, RunsTheCasesOfItsShardAndRecordsThem) {
   EXPECT_TRUE(files::exists(dir.path() + "/results.csv"));
 }
 
+TEST(SweepCommand, ARankFailureIsACaseFailureWithAnErrorInJunit) {
+  files::TempDir dir("sweep-cmd");
+  const std::string matrix = dir.path() + "/m.json";
+  files::write_atomically(matrix, R"({"axes": {"dtype": ["fp32"]},
+      "base": {"tp": 2, "layers": 1, "steps": 1, "hidden": 8, "heads": 2, "ffn-hidden": 16,
+               "seq": 4, "vocab": 16, "micro-batch": 1, "microbatches": 1,
+               "inject": ["throw-rank=1"], "timeout": 5}})");
+  std::string out, err;
+  ASSERT_EQ(
+      run_parity({"sweep", matrix, "--out", dir.path() + "/s", "--junit", dir.path() + "/j.xml"},
+                 &out, &err),
+      1)
+      << out << err;
+  const ResultsRead r = read_results(dir.path() + "/s/results.jsonl");
+  ASSERT_EQ(r.records.size(), 1u);
+  EXPECT_EQ(r.records[0].at("outcome"), "rank_failure");
+  EXPECT_NE(r.records[0].at("failure").get<std::string>().find("threw: injected fault"),
+            std::string::npos)
+      << r.records[0].at("failure");
+  const std::string file = r.records[0].at("failure_file").get<std::string>();
+  const nlohmann::json saved = nlohmann::json::parse(*files::read(dir.path() + "/s/" + file));
+  EXPECT_FALSE(saved.contains("expect"));  // no properties were evaluated
+  EXPECT_EQ(saved.at("about").at("outcome"), "rank_failure");
+  const std::string junit = *files::read(dir.path() + "/j.xml");
+  EXPECT_NE(junit.find("errors=\"1\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("<error message=\"parity check: run (a)"), std::string::npos) << junit;
+  EXPECT_NE(out.find("rank failures          1"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace parity::sweep
