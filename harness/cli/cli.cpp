@@ -10,7 +10,7 @@ namespace parity::cli {
 
 const std::vector<CommandInfo>& command_table() {
   // Only commands that exist are listed (a placeholder would be a stub that
-  // --help advertises); `sweep` arrives with its own issue.
+  // --help advertises).
   static const std::vector<CommandInfo> c = {
       {"check",
        "the main job: run a scenario (the embedded default, or SCENARIO.json; flags override its "
@@ -39,6 +39,12 @@ const std::vector<CommandInfo>& command_table() {
        "parity run --dump folder's trace.jsonl) site by site: record counts and values within "
        "the dtype's tolerance; prints the first divergence (exit 1)",
        &run_diff_command},
+      {"sweep",
+       "run parity check over every case of a matrix of scenario options (MATRIX.json: axes, "
+       "base, exclude, include) into --out DIR: crash-safe results.jsonl, --resume, --jobs, "
+       "--shard K/N, --merge DIR..., summary.json, results.csv, --junit, failures/ for parity "
+       "repro (docs/sweep.md)",
+       &run_sweep_command},
   };
   return c;
 }

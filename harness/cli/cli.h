@@ -1,5 +1,6 @@
 #pragma once
-// The `parity` command line: subcommands check, selfcheck, run, repro, mutants; the
+// The `parity` command line: subcommands check, selfcheck, run, repro, mutants, diff,
+// sweep; the
 // run options of issue 2 and the model options of issue 3, mapped into a
 // RunConfig and validated by validate_run_config. The hidden subcommands
 // `__rank-worker` and `__agent-store` are handled by main() before this.
@@ -13,6 +14,7 @@
 
 #include "harness/config/launch_mapping.h"
 #include "harness/config/run_config.h"
+#include "harness/sweep/sweep_options.h"
 #include "scenarios/mutants.h"
 
 namespace parity::cli {
@@ -49,6 +51,7 @@ struct ParsedCommand {
   nlohmann::json baseline_report;
   MutantsOptions mutants;  // mutants: its options
   DiffOptions diff;        // diff: its options
+  sweep::SweepOptions sweep;  // sweep: its options (harness/sweep/sweep_options.h)
 };
 
 // Parses and validates (config rules; env mode's environment too). `argv[0]`

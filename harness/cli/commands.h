@@ -31,6 +31,7 @@ int run_training_command(const CommandContext& ctx);   // run
 int run_selfcheck_command(const CommandContext& ctx);  // selfcheck, check --self-check
 int run_mutants_command(const CommandContext& ctx);    // mutants
 int run_diff_command(const CommandContext& ctx);       // diff A B
+int run_sweep_command(const CommandContext& ctx);      // sweep MATRIX | --merge DIR...
 
 // run and selfcheck: launches `program` on the configured ranks. Returns -1 and
 // fills `result` when it launched; else prints why and returns the exit code.

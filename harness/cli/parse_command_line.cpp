@@ -68,6 +68,41 @@ void add_diff_options(CLI::App* sub, DiffOptions& d) {
       ->delimiter(',');
 }
 
+void add_sweep_options(CLI::App* sub, sweep::SweepOptions& o, std::string& shard) {
+  sub->add_option("matrix", o.matrix,
+                  "the matrix file: axes (key -> values), base, exclude, include (docs/sweep.md)");
+  sub->add_option("--out", o.out, "the sweep folder (created): results.jsonl, summary.json, ...")
+      ->required();
+  sub->add_flag("--resume", o.resume,
+                "continue the sweep in --out: skip the cases results.jsonl holds (refused when "
+                "its matrix differs)");
+  sub->add_option("--jobs", o.jobs, "cases run side by side (each case's ranks are threads)")
+      ->capture_default_str()
+      ->check(rule("N", positive_integer, "must be an integer in [1, 1000000]"));
+  sub->add_option("--shard", shard,
+                  "K/N: run only the cases whose index % N == K-1 (K from 1 to N), e.g. a Slurm "
+                  "array task or a CI matrix job; --merge combines the folders");
+  sub->add_flag("--shrink", o.shrink, "shrink each failing case before saving it in failures/");
+  sub->add_option("--shrink-steps", o.shrink_steps,
+                  "with --shrink: at most this many candidate checks per failure")
+      ->capture_default_str()
+      ->check(rule("STEPS", non_negative_integer, "must be a non-negative integer"));
+  sub->add_option("--junit", o.junit, "also write JUnit XML to FILE (one testcase per case)");
+  sub->add_option("--merge", o.merge,
+                  "combine these sweep folders (of one matrix) into --out instead of running");
+}
+
+// "K/N" with 1 <= K <= N: the shard; false otherwise.
+bool parse_shard(const std::string& text, int* k, int* n) {
+  const std::size_t slash = text.find('/');
+  if (slash == std::string::npos) return false;
+  const std::string a = text.substr(0, slash), b = text.substr(slash + 1);
+  if (!positive_integer(a) || !positive_integer(b)) return false;
+  *k = std::stoi(a);
+  *n = std::stoi(b);
+  return *k <= *n;
+}
+
 // The scenario a check starts from: its JSON run options and their sources.
 bool load_scenario(const std::string& file, ParsedCommand& parsed, nlohmann::json* base,
                    ValueSources* sources) {
@@ -109,6 +144,7 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   std::vector<CLI::App*> subs;
   std::string scenario_file;
   bool self_check = false;
+  std::string shard;  // sweep --shard K/N, as typed
   for (const CommandInfo& c : command_table()) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);
     run_values.emplace_back();
@@ -116,6 +152,8 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
       add_mutants_options(sub, parsed.mutants);
     } else if (c.name == "diff") {
       add_diff_options(sub, parsed.diff);
+    } else if (c.name == "sweep") {
+      add_sweep_options(sub, parsed.sweep, shard);
     } else {
       const bool check_like = c.name == "check" || c.name == "repro";
       add_run_options(sub, run_values.back(),
@@ -181,6 +219,23 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
         parsed.errors.push_back("--kinds " + k +
                                 ": not a source kind (docs/trace-format.md lists "
                                 "them)");
+    return parsed;
+  }
+  if (parsed.command == "sweep") {
+    sweep::SweepOptions& o = parsed.sweep;
+    if (!shard.empty() && !parse_shard(shard, &o.shard, &o.shards))
+      parsed.errors.push_back("--shard " + shard +
+                              ": must be K/N with integers 1 <= K <= N (e.g. 2/4)");
+    if (o.merge.empty() && o.matrix.empty())
+      parsed.errors.push_back(
+          "parity sweep: a MATRIX.json, or --merge DIR... (see parity sweep --help)");
+    if (!o.merge.empty() && !o.matrix.empty())
+      parsed.errors.push_back("--merge: takes sweep folders, not a matrix file (" + o.matrix +
+                              "): the folders hold their matrix");
+    if (!o.merge.empty() && (o.resume || !shard.empty() || o.shrink))
+      parsed.errors.push_back(
+          "--merge: combines finished folders: --resume, --shard and --shrink "
+          "apply to running a matrix");
     return parsed;
   }
   if (parsed.command == "check" && self_check) parsed.command = "selfcheck";

@@ -1,0 +1,37 @@
+#pragma once
+// A sweep folder's files (docs/sweep.md): matrix.json (the matrix, written
+// first: --resume and --merge compare its digest), results.jsonl, failures/,
+// summary.json, results.csv, and the optional JUnit file.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/sweep/matrix.h"
+#include "harness/sweep/sweep_options.h"
+
+namespace parity::sweep {
+
+std::string matrix_copy_path(const std::string& dir);  // DIR/matrix.json
+std::string results_path(const std::string& dir);      // DIR/results.jsonl
+
+// The matrix a folder holds (DIR/matrix.json expanded); throws MatrixError
+// naming the file when it is missing or malformed.
+Matrix read_folder_matrix(const std::string& dir);
+
+// The folder's case records (results.jsonl, one per case, index order);
+// throws std::runtime_error when a record belongs to another matrix. A torn
+// last line's warning goes to `err`.
+std::vector<nlohmann::ordered_json> read_folder_cases(const std::string& dir,
+                                                      const std::string& digest, std::ostream& err);
+
+// Writes summary.json, results.csv and (when asked) the JUnit file, atomically,
+// and prints the summary table on `out`. all_passed when every recorded case
+// passed; could_not_run when a file cannot be written (named on `err`).
+SweepOutcome finish_folder(const std::string& dir, const Matrix& matrix,
+                           const std::vector<nlohmann::ordered_json>& cases, double seconds,
+                           const std::string& shard, const std::string& junit,
+                           const std::string& title, std::ostream& out, std::ostream& err);
+
+}  // namespace parity::sweep
