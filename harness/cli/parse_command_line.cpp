@@ -90,6 +90,10 @@ void add_sweep_options(CLI::App* sub, sweep::SweepOptions& o, std::string& shard
   sub->add_option("--junit", o.junit, "also write JUnit XML to FILE (one testcase per case)");
   sub->add_option("--merge", o.merge,
                   "combine these sweep folders (of one matrix) into --out instead of running");
+  sub->add_option("--baseline", o.baseline,
+                  "a stored sweep folder: each case's report against the same case there; a "
+                  "changed outcome or property status, or a metric moved beyond its tolerance, "
+                  "fails the sweep (docs/sweep.md, Baselines)");
 }
 
 // "K/N" with 1 <= K <= N: the shard; false otherwise.

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "harness/base/files.h"
+#include "harness/sweep/report_html.h"
 #include "harness/sweep/results.h"
 #include "harness/sweep/summary.h"
 
@@ -49,22 +50,31 @@ std::vector<nlohmann::ordered_json> read_folder_cases(const std::string& dir,
 SweepOutcome finish_folder(const std::string& dir, const Matrix& matrix,
                            const std::vector<nlohmann::ordered_json>& cases, double seconds,
                            const std::string& shard, const std::string& junit,
-                           const std::string& title, std::ostream& out, std::ostream& err) {
-  const nlohmann::ordered_json summary = summary_json(matrix, cases, seconds, shard);
+                           const std::string& title, std::ostream& out, std::ostream& err,
+                           const SweepBaselineResult* baseline) {
+  nlohmann::ordered_json summary = summary_json(matrix, cases, seconds, shard);
+  if (baseline) summary["baseline"] = baseline_result_json(*baseline);
+  // The page takes plain json (its inputs' key order does not matter to it).
+  SweepReportInput page{title, nlohmann::json::parse(summary.dump()), {}};
+  page.cases.reserve(cases.size());
+  for (const nlohmann::ordered_json& c : cases)
+    page.cases.push_back(nlohmann::json::parse(c.dump()));
   std::string error;
   bool written =
       files::try_write_atomically(dir + "/summary.json", summary.dump(2) + "\n", &error) &&
-      files::try_write_atomically(dir + "/results.csv", results_csv(matrix, cases), &error);
+      files::try_write_atomically(dir + "/results.csv", results_csv(matrix, cases), &error) &&
+      files::try_write_atomically(dir + "/report.html", render_sweep_report(page), &error);
   if (written && !junit.empty())
     written = files::try_write_atomically(junit, junit_xml(title, summary, cases), &error);
-  // report.html: not written here (the sweep report's renderer, issue 12's
-  // second half, is wired in by the command).
   out << "\n" << summary_table(summary, cases);
+  if (baseline) out << format_baseline_result(*baseline);
   if (!written) {
     err << "parity sweep: " << error << "\n";
     return SweepOutcome::could_not_run;
   }
-  const bool all_passed = summary.value("failed", 0) == 0 && summary.value("rank_failures", 0) == 0;
+  const bool all_passed = summary.value("failed", 0) == 0 &&
+                          summary.value("rank_failures", 0) == 0 &&
+                          !(baseline && baseline->failed());
   return all_passed ? SweepOutcome::all_passed : SweepOutcome::some_failed;
 }
 

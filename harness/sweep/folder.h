@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/sweep/baseline_folder.h"
 #include "harness/sweep/matrix.h"
 #include "harness/sweep/sweep_options.h"
 
@@ -26,12 +27,16 @@ Matrix read_folder_matrix(const std::string& dir);
 std::vector<nlohmann::ordered_json> read_folder_cases(const std::string& dir,
                                                       const std::string& digest, std::ostream& err);
 
-// Writes summary.json, results.csv and (when asked) the JUnit file, atomically,
-// and prints the summary table on `out`. all_passed when every recorded case
-// passed; could_not_run when a file cannot be written (named on `err`).
+// Writes summary.json, results.csv, report.html (harness/sweep/report_html.h)
+// and (when asked) the JUnit file, atomically, and prints the summary table on
+// `out`, then the baseline comparison when there is one (summary.json's
+// "baseline"). all_passed when every recorded case passed and the baseline (if
+// any) compared cases and found no difference; could_not_run when a file cannot
+// be written (named on `err`).
 SweepOutcome finish_folder(const std::string& dir, const Matrix& matrix,
                            const std::vector<nlohmann::ordered_json>& cases, double seconds,
                            const std::string& shard, const std::string& junit,
-                           const std::string& title, std::ostream& out, std::ostream& err);
+                           const std::string& title, std::ostream& out, std::ostream& err,
+                           const SweepBaselineResult* baseline = nullptr);
 
 }  // namespace parity::sweep

@@ -1,8 +1,10 @@
 // parity sweep --merge DIR... --out DIR (run_sweep.h).
 #include <map>
+#include <optional>
 #include <ostream>
 
 #include "harness/base/files.h"
+#include "harness/sweep/baseline_folder.h"
 #include "harness/sweep/folder.h"
 #include "harness/sweep/run_sweep.h"
 #include "harness/sweep/summary.h"
@@ -13,7 +15,9 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
   Matrix matrix;
   std::vector<nlohmann::ordered_json> records;
   double seconds = 0;
+  std::optional<BaselineFolder> baseline;
   try {
+    if (!o.baseline.empty()) baseline = read_baseline_folder(o.baseline, err);
     std::map<std::string, std::string> folder_of;  // case id -> the folder holding it
     for (std::size_t i = 0; i < o.merge.size(); ++i) {
       const std::string& dir = o.merge[i];
@@ -68,8 +72,11 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
   }
   out << "parity sweep --merge: " << o.merge.size() << " folder(s), " << cases.size() << " of "
       << matrix.cases.size() << " case(s), into " << o.out << std::endl;
+  std::optional<SweepBaselineResult> compared;
+  if (baseline) compared = compare_cases_with_baseline(*baseline, cases);
   SweepOutcome outcome =
-      finish_folder(o.out, matrix, cases, seconds, "", o.junit, "parity sweep (merged)", out, err);
+      finish_folder(o.out, matrix, cases, seconds, "", o.junit, "parity sweep (merged)", out, err,
+                    compared ? &*compared : nullptr);
   if (outcome == SweepOutcome::all_passed && cases.size() < matrix.cases.size()) {
     err << "parity sweep --merge: " << matrix.cases.size() - cases.size()
         << " case(s) of the matrix are in none of the folders (a shard missing or unfinished)\n";

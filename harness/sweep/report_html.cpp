@@ -227,6 +227,26 @@ std::string render_header(const SweepReportInput& in) {
   return s;
 }
 
+// summary.json's "baseline" (parity sweep --baseline): one line per difference.
+std::string render_baseline(const nlohmann::json& summary) {
+  const nlohmann::json& b = html::at(summary, "baseline");
+  if (!b.is_object()) return "";
+  const auto& differences = html::array_at(b, "differences");
+  std::string s = "<section id=\"baseline\">\n<h2>Against the baseline " +
+                  escape(string_at(b, "dir", "?")) + "</h2>\n<p>" +
+                  std::to_string(differences.size()) + " difference(s) in " +
+                  escape(total(b, "compared")) + " compared case(s); " +
+                  escape(total(b, "not_in_baseline")) + " not in the baseline</p>\n";
+  if (differences.empty()) return s + "</section>\n";
+  s += "<ul>\n";
+  for (const nlohmann::json& d : differences)
+    s += "<li class=\"baseline-difference\"><code>" + escape(string_at(d, "case", "?")) +
+         "</code>: " + escape(string_at(d, "what")) + ": baseline " +
+         escape(string_at(d, "baseline")) + " now " + escape(string_at(d, "current")) + " (" +
+         escape(string_at(d, "reason")) + ")</li>\n";
+  return s + "</ul>\n</section>\n";
+}
+
 }  // namespace
 
 std::string render_sweep_report(const SweepReportInput& in) {
@@ -271,6 +291,7 @@ std::string render_sweep_report(const SweepReportInput& in) {
        "</section>\n";
   s += "<section id=\"failures\">\n<h2>Failures (" + std::to_string(failure_count) + ")</h2>\n" +
        (failures.empty() ? "<p class=\"empty\">No case failed.</p>\n" : failures) + "</section>\n";
+  s += render_baseline(in.summary);
   s += "<section id=\"invalid\">\n<h2>Invalid combinations</h2>\n" +
        (invalid.empty() ? "<p class=\"empty\">None.</p>\n" : "<ul>\n" + invalid + "</ul>\n") +
        "</section>\n</body>\n</html>\n";

@@ -2,11 +2,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <thread>
 
 #include "harness/base/files.h"
+#include "harness/sweep/baseline_folder.h"
 #include "harness/sweep/case_record.h"
 #include "harness/sweep/folder.h"
 #include "harness/sweep/progress.h"
@@ -82,8 +84,10 @@ SweepOutcome run_sweep(const SweepOptions& o, std::ostream& out, std::ostream& e
   const auto start = Clock::now();
   Matrix matrix;
   std::set<std::string> recorded;
+  std::optional<BaselineFolder> baseline;
   try {
     matrix = read_matrix_file(o.matrix);
+    if (!o.baseline.empty()) baseline = read_baseline_folder(o.baseline, err);
     const bool started = files::exists(matrix_copy_path(o.out));
     if (started && !o.resume) {
       err << "parity sweep: --out " << o.out
@@ -160,8 +164,10 @@ SweepOutcome run_sweep(const SweepOptions& o, std::ostream& out, std::ostream& e
     return SweepOutcome::could_not_run;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::optional<SweepBaselineResult> compared;
+  if (baseline) compared = compare_cases_with_baseline(*baseline, cases);
   return finish_folder(o.out, matrix, cases, seconds, shard, o.junit, "parity sweep " + o.matrix,
-                       out, err);
+                       out, err, compared ? &*compared : nullptr);
 }
 
 }  // namespace parity::sweep

@@ -15,6 +15,7 @@ struct SweepOptions {
   int shrink_steps = 20;           // candidates (checks) per failure
   std::string junit;               // --junit FILE ("" = none)
   std::vector<std::string> merge;  // --merge DIR... (then no MATRIX)
+  std::string baseline;            // --baseline DIR: a stored sweep folder to compare with
   bool terminal = false;           // progress as one updating line (stdout is a TTY)
 };
 

@@ -2,7 +2,8 @@
 # injected_fault.sh PARITY MATRIX XSD: a sweep whose base injects a code-path
 # fault exits 1, saves each failing case in failures/ (shrunk, expecting the
 # FAILed property to PASS), and `parity repro` of a saved file reproduces the FAIL (exit 1, the property FAILED); its JUnit has
-# a <failure> per failing case with the repro command, and validates.
+# a <failure> per failing case with the repro command, and validates; report.html
+# shows the grid and both failures with their repro commands.
 set -euo pipefail
 parity="$1"; matrix="$2"; xsd="$3"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
@@ -25,4 +26,10 @@ echo "$out" | tail -3
 xmllint --noout --schema "$xsd" "$work/s.xml"
 [[ $(grep -c '<failure message="sharded_reduction: ' "$work/s.xml") == 2 ]] || { echo "FAIL: JUnit failures"; exit 1; }
 grep -q "parity repro $work/s/failures/" "$work/s.xml" || { echo "FAIL: no repro command in JUnit"; exit 1; }
+# report.html: written by the sweep, with the grid, and both failures with their repro commands.
+html="$work/s/report.html"
+[[ -s "$html" ]] || { echo "FAIL: no report.html"; exit 1; }
+grep -q '<section id="grid">' "$html" || { echo "FAIL: report.html has no grid"; exit 1; }
+[[ $(grep -c '<article class="failure' "$html") == 2 ]] || { echo "FAIL: report.html failures"; exit 1; }
+[[ $(grep -c "parity repro $work/s/failures/" "$html") -ge 2 ]] || { echo "FAIL: report.html repro"; exit 1; }
 echo "injected_fault: ok"
