@@ -196,6 +196,8 @@ std::string total(const nlohmann::json& summary, const char* key) {
   const auto it = summary.find(key);
   if (it == summary.end()) return "-";
   if (it->is_array()) return std::to_string(it->size());
+  if (it->is_number_float())
+    return html::number(it->get<double>());  // seconds: 0.518, not 17 digits
   return html::value_text(*it);
 }
 
