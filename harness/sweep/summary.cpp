@@ -6,6 +6,7 @@
 #include <set>
 
 #include "harness/config/run_config_fields.h"
+#include "harness/sweep/html_text.h"
 
 namespace parity::sweep {
 namespace {
@@ -155,32 +156,11 @@ std::string summary_table(const ojson& s, const std::vector<ojson>& cases) {
 }
 
 std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r')
-          out += '?';
-        else
-          out += c;
-    }
-  }
-  return out;
+  // XML 1.0 has no character for most control bytes, even escaped: they become '?'.
+  std::string printable = text;
+  for (char& c : printable)
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') c = '?';
+  return html::escape(printable);  // & < > " ' as entities, as XML wants them
 }
 
 std::string junit_xml(const std::string& suite, const ojson& s, const std::vector<ojson>& cases) {

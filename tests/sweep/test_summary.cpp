@@ -59,7 +59,7 @@ TEST(SweepSummary, CsvQuotesFieldsWithCommas) {
 }
 
 TEST(SweepSummary, JunitEscapesAndListsEachFailingPropertyWithItsRepro) {
-  EXPECT_EQ(xml_escape("a<b & \"c\" 'd'>\x01"), "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;?");
+  EXPECT_EQ(xml_escape("a<b & \"c\" 'd'>\x01"), "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;?");
   const Matrix m = two_case_matrix();
   const std::vector<ojson> cases = {record(0, "a", "passed", 1.0),
                                     record(1, "b", "property_failed", 2.0, "x < y & z")};
