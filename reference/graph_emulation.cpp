@@ -1,8 +1,6 @@
 #include "reference/graph_emulation.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/custom_function.h>
 
 #include <limits>
 #include <optional>
@@ -13,9 +11,6 @@
 
 namespace parity::reference {
 namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
 
 // Notifications inside a replayed region go here: no host code runs on a real
 // replay, so nothing may reach the caller's observer.
@@ -28,81 +23,17 @@ const TensorObservationCallback& dropping_callback() {
 
 bool floating(const at::Tensor& t) { return t.defined() && at::isFloatingType(t.scalar_type()); }
 
-struct ReplayCall : torch::CustomClassHolder {
-  GraphRegion* region = nullptr;
-  RngTracker* rng = nullptr;
-  RngSnapshot snapshot;
-  std::vector<at::Tensor> saved_inputs;  // this call's inputs (clones): backward recomputes from them
-};
-
-struct ReplayFunction : torch::autograd::Function<ReplayFunction> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
-                               c10::intrusive_ptr<ReplayCall> call) {
-    at::NoGradGuard no_grad;
-    GraphRegion& r = *call->region;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      r.static_inputs[i].variable_data().copy_(inputs[i]);
-      call->saved_inputs.push_back(inputs[i].detach().clone());
-    }
-    if (call->rng != nullptr) call->snapshot = call->rng->snapshot();
-    std::vector<at::Tensor> outs;
-    {
-      std::optional<TensorObservationCapture> frozen;
-      // Fault notify-on-replay: the replay's notifications reach the caller's observer.
-      if (!fault_active(CodePathFault::notify_on_replay))
-        frozen.emplace(dropping_callback(), r.frozen_kinds);
-      std::vector<at::Tensor> in;
-      for (const at::Tensor& s : r.static_inputs) in.push_back(s.variable_data());
-      outs = r.fn(in);
-    }
-    variable_list result;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      // Graph kernels write the static buffer behind autograd's back: no version bump.
-      r.static_outputs[i].variable_data().copy_(outs[i]);
-      result.push_back(r.clone_outputs ? r.static_outputs[i].clone()
-                                       : r.static_outputs[i].variable_data());
-    }
-    ctx->saved_data["call"] = at::IValue::make_capsule(call);
-    return result;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto call = c10::static_intrusive_pointer_cast<ReplayCall>(ctx->saved_data["call"].toCapsule());
-    GraphRegion& r = *call->region;
-    std::vector<at::Tensor> in;
-    for (size_t i = 0; i < call->saved_inputs.size(); ++i) {
-      at::Tensor t = call->saved_inputs[i];
-      if (r.input_requires_grad[i] && floating(t)) t.requires_grad_(true);
-      in.push_back(t);
-    }
-    std::vector<at::Tensor> outs;
-    {
-      RngSnapshot backward_state;
-      if (call->rng != nullptr) {
-        backward_state = call->rng->snapshot();
-        call->rng->restore(call->snapshot);
-      }
-      GraphPhaseScope replay(GraphPhase::replay);  // checkpoints stay bypassed
-      at::AutoGradMode grad_on(true);
-      auto quiet = suspend_tensor_observations();
-      outs = r.fn(in);
-      if (call->rng != nullptr) call->rng->restore(backward_state);
-    }
-    variable_list roots, root_grads;
-    for (size_t i = 0; i < outs.size() && i < grads.size(); ++i) {
-      if (outs[i].requires_grad() && grads[i].defined()) {
-        roots.push_back(outs[i]);
-        root_grads.push_back(grads[i]);
-      }
-    }
-    if (!roots.empty()) torch::autograd::backward(roots, root_grads);
-    variable_list result;
-    for (const at::Tensor& t : in) result.push_back(t.requires_grad() ? t.grad() : at::Tensor());
-    result.emplace_back();
-    call->saved_inputs.clear();
-    return result;
-  }
-};
+// The region's math on its static inputs, with the notifications a replay makes
+// (none) and the is_observing answers frozen at capture.
+std::vector<at::Tensor> run_as_replay(GraphRegion& r) {
+  std::optional<TensorObservationCapture> frozen;
+  // Fault notify-on-replay: the replay's notifications reach the caller's observer.
+  if (!fault_active(CodePathFault::notify_on_replay))
+    frozen.emplace(dropping_callback(), r.frozen_kinds);
+  std::vector<at::Tensor> in;
+  for (const at::Tensor& s : r.static_inputs) in.push_back(s.variable_data());
+  return r.fn(in);
+}
 
 }  // namespace
 
@@ -130,31 +61,41 @@ void EmulatedGraphRunner::capture_region(GraphRegion& r) {
   }
 }
 
-std::vector<at::Tensor> EmulatedGraphRunner::replay_region(GraphRegion& r,
+std::vector<at::Tensor> EmulatedGraphRunner::replay_region(GraphRegion& region,
                                                            const std::vector<at::Tensor>& inputs) {
-  if (inputs.size() != r.static_inputs.size()) {
-    throw std::invalid_argument("graph region " + r.name + ": replay with " +
-                                std::to_string(inputs.size()) + " inputs, captured with " +
-                                std::to_string(r.static_inputs.size()));
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].sizes() != r.static_inputs[i].sizes() ||
-        inputs[i].scalar_type() != r.static_inputs[i].scalar_type()) {
-      throw std::invalid_argument("graph region " + r.name + ": replay input " +
-                                  std::to_string(i) + " differs in shape or dtype from the capture");
-    }
-  }
-  auto call = c10::make_intrusive<ReplayCall>();
-  call->region = &r;
-  call->rng = options().rng;
-  return ReplayFunction::apply(at::TensorList(inputs), call);
+  return replay_with_recompute_backward(region, inputs, [](GraphRegion& r) {
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> outs = run_as_replay(r);
+    // Graph kernels write the static buffer behind autograd's back: no version bump.
+    for (size_t i = 0; i < outs.size(); ++i) r.static_outputs[i].variable_data().copy_(outs[i]);
+  });
 }
 
-void EmulatedGraphRunner::replay_iteration(const std::function<void()>& body, KindSet frozen_kinds) {
-  // Fault notify-on-replay: the replayed iteration's notifications reach the caller's observer.
-  if (fault_active(CodePathFault::notify_on_replay)) return body();
-  auto frozen = capture_tensor_observations(dropping_callback(), frozen_kinds);
-  body();
+void EmulatedGraphRunner::begin_iteration_capture() {
+  // The host execution of the capture runs kernels; a real capture does not.
+  // Keep what it will change (parameters and their gradients) to put it back.
+  preserved_values_.clear();
+  preserved_grads_.clear();
+  for (const at::Tensor& p : static_parameters()) {
+    preserved_values_.push_back(p.detach().clone());
+    preserved_grads_.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  }
+}
+
+void EmulatedGraphRunner::end_iteration_capture(bool) {
+  at::NoGradGuard no_grad;
+  const std::vector<at::Tensor>& params = static_parameters();
+  for (size_t i = 0; i < params.size() && i < preserved_values_.size(); ++i) {
+    at::Tensor p = params[i];
+    p.variable_data().copy_(preserved_values_[i]);
+    p.mutable_grad() = preserved_grads_[i];
+  }
+  preserved_values_.clear();
+  preserved_grads_.clear();
+}
+
+std::vector<at::Tensor> EmulatedGraphRunner::replay_iteration(GraphRegion& iteration) {
+  return run_as_replay(iteration);
 }
 
 }  // namespace parity::reference

@@ -28,7 +28,12 @@ class EmulatedGraphRunner final : public PhasedGraphRunner {
   void capture_region(GraphRegion& region) override;
   std::vector<at::Tensor> replay_region(GraphRegion& region,
                                         const std::vector<at::Tensor>& inputs) override;
-  void replay_iteration(const std::function<void()>& body, KindSet frozen_kinds) override;
+  std::vector<at::Tensor> replay_iteration(GraphRegion& iteration) override;
+  void begin_iteration_capture() override;
+  void end_iteration_capture(bool completed) override;
+
+ private:
+  std::vector<at::Tensor> preserved_values_, preserved_grads_;
 };
 
 }  // namespace parity::reference

@@ -103,14 +103,20 @@ class GraphRunner {
   // ---- whole-iteration capture ----
   // Static gradient buffers for a captured backward: the parameters whose
   // values and .grad a captured iteration must leave where they are (a CUDA
-  // runner allocates their .grad before capture so the graph's backward writes
-  // into them; a capture that does not run kernels puts them back).
+  // runner hands the .grad buffers its captured backward writes back to them
+  // after every replay; the reference, whose capture runs kernels on the host,
+  // puts values and gradients back after the capture).
   virtual void set_static_parameters(const std::vector<at::Tensor>& parameters) = 0;
-  // Runs one iteration (forward and backward of every microbatch): eager,
-  // captured (between begin_iteration_capture and end_iteration_capture) then
-  // replayed, or replayed. `body` must assign its results (it may run twice)
-  // and must not synchronize with the host (read results after this returns).
-  virtual void run_iteration(const std::function<void()>& body) = 0;
+  // Runs one iteration (forward and backward of every microbatch) of `body` on
+  // `inputs`, the iteration's batch: eager, captured (between
+  // begin_iteration_capture and end_iteration_capture) then replayed, or
+  // replayed. A captured iteration reads its inputs from static buffers that
+  // every replay refills, so `body` must take everything that changes between
+  // iterations from `inputs` (never from host state), must not synchronize
+  // with the host, and returns its results: after a replay they are the static
+  // output buffers, valid until the next replay (read them before that).
+  virtual std::vector<at::Tensor> run_iteration(const RegionFn& body,
+                                                const std::vector<at::Tensor>& inputs) = 0;
   // The model calls this on the first activation of the forward: during a
   // full-iteration capture the contents are undefined from there on.
   virtual void poison_if_capturing(const at::Tensor& t) = 0;
@@ -120,9 +126,11 @@ class GraphRunner {
  protected:
   // The bracket around the one host execution of a captured iteration: a CUDA
   // runner begins stream capture here and ends (instantiates) it in
-  // end_iteration_capture, exceptions included. The reference does nothing.
+  // end_iteration_capture; `completed` is false when the body threw (the
+  // capture is then abandoned). The reference puts back what its host
+  // execution changed.
   virtual void begin_iteration_capture() {}
-  virtual void end_iteration_capture() {}
+  virtual void end_iteration_capture(bool completed) {}
 };
 
 // The runner of a backend without graphs: every region and iteration runs its
@@ -137,7 +145,10 @@ class EagerGraphRunner final : public GraphRunner {
   }
   void end_step() override {}
   void set_static_parameters(const std::vector<at::Tensor>&) override {}
-  void run_iteration(const std::function<void()>& body) override { body(); }
+  std::vector<at::Tensor> run_iteration(const RegionFn& body,
+                                        const std::vector<at::Tensor>& inputs) override {
+    return body(inputs);
+  }
   void poison_if_capturing(const at::Tensor&) override {}
   GraphPhase phase() const override { return GraphPhase::eager; }
 };
@@ -153,17 +164,23 @@ class Backend {
   // made on the CPU from (seed, name) and copied here, so every backend starts
   // from identical values. Default: the CPU (backend.cpp).
   virtual at::Device device() const;
+  // Why this backend cannot run here ("no CUDA device is visible ..."), or
+  // empty when it can. Run validation turns a reason into a `backend` error
+  // (exit 2) before anything launches.
+  virtual std::string unavailable_reason() const { return {}; }
 
   // ---- primitive ops (all differentiable) ----
+  // Each has a default plain-ATen composition (plain_ops.cpp, device-agnostic;
+  // the reference keeps them all); a backend overrides the ones it fuses.
   // x @ w^T (+ b). x [..., in], w [out, in], b [out] or an undefined tensor.
   virtual at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias) const = 0;
+                            const at::Tensor& bias) const;
   // Normalization over the last dim. The statistics are computed in at least
   // fp32 (fp64 stays fp64); the result has the weight's dtype.
   virtual at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight,
-                                const at::Tensor& bias, double eps) const = 0;
+                                const at::Tensor& bias, double eps) const;
   virtual at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight,
-                              double eps) const = 0;
+                              double eps) const;
   // Causal core attention. q [sq, b, np, hn], k and v [sk, b, np, hn];
   // q_positions [sq] and k_positions [sk] are int64 GLOBAL sequence positions
   // (so a CP rank holding non-contiguous chunks masks correctly): query i sees
@@ -172,24 +189,24 @@ class Backend {
   // core-attention output layout), in q's dtype.
   virtual at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k,
                                       const at::Tensor& v, const at::Tensor& q_positions,
-                                      const at::Tensor& k_positions, double scale) const = 0;
+                                      const at::Tensor& k_positions, double scale) const;
   // tanh-free GeLU (erf form, torch.nn.functional.gelu's default).
-  virtual at::Tensor gelu(const at::Tensor& x) const = 0;
+  virtual at::Tensor gelu(const at::Tensor& x) const;
   // x [..., 2f] -> silu(x[..., :f]) * x[..., f:]  (Megatron's swiglu on the
   // local fc1 output; the model lays each TP shard out as [gate_r; up_r]).
-  virtual at::Tensor swiglu(const at::Tensor& x) const = 0;
+  virtual at::Tensor swiglu(const at::Tensor& x) const;
   // residual + dropout(x + bias, p) with masks drawn from `generator`; x and
   // bias are upcast to the residual's dtype first (fp32 residual connection).
   // `bias` may be undefined. With !training or p == 0 no random numbers are
   // drawn.
   virtual at::Tensor bias_dropout_add(const at::Tensor& x, const at::Tensor& bias,
                                       const at::Tensor& residual, double p, bool training,
-                                      at::Generator& generator) const = 0;
+                                      at::Generator& generator) const;
   // dropout(x, p) alone (embedding dropout), masks from `generator`.
   virtual at::Tensor dropout(const at::Tensor& x, double p, bool training,
-                             at::Generator& generator) const = 0;
+                             at::Generator& generator) const;
   // weight[ids]: ids int64 of any shape, weight [n, h] -> [..., h].
-  virtual at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const = 0;
+  virtual at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const;
 
   // ---- coarser ops, each with a default composition of the ops above and
   // Megatron's mappings (default_ops.cpp; the reference uses the defaults), for

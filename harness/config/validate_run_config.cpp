@@ -166,7 +166,15 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   if (std::find(backends.begin(), backends.end(), c.backend) == backends.end()) {
     std::string known;
     for (const std::string& b : backends) known += (known.empty() ? "" : ", ") + b;
-    add("backend", "unknown backend (known: " + (known.empty() ? "none registered" : known) + ")");
+    // A backend this binary was built without (cuda/ needs a LibTorch with CUDA) is named as such.
+    if (c.backend == "cuda")
+      add("backend", "not built into this parity (configure with -DPARITY_WITH_CUDA=ON against a "
+                     "LibTorch with CUDA; built: " + known + ")");
+    else
+      add("backend",
+          "unknown backend (known: " + (known.empty() ? "none registered" : known) + ")");
+  } else if (const std::string why = make_backend(c.backend)->unavailable_reason(); !why.empty()) {
+    add("backend", why);
   }
 
   // Output files: their folder must exist, so a long run does not end in a write error.

@@ -54,36 +54,47 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   StepResult r;
   r.step = step;
   for (Parameter& p : model.parameters()) p.value.mutable_grad() = at::Tensor();
-  // The body keeps each microbatch's logits and loss as tensors; their digest
-  // and value are read on the host after the region ends (a captured body must
-  // not synchronize with the host). It assigns its results: under
-  // full-iteration graphs the capture iteration runs it twice.
-  std::vector<at::Tensor> logits_of(static_cast<std::size_t>(o.microbatches));
-  std::vector<at::Tensor> loss_of(static_cast<std::size_t>(o.microbatches));
-  std::vector<at::Tensor> token_losses_of(static_cast<std::size_t>(o.microbatches));
-  auto body = [&] {
+  // The iteration's batch is computed on the host first and handed to the
+  // graph runner as the iteration's inputs (a captured iteration reads it from
+  // static buffers that each replay refills). The body returns each
+  // microbatch's logits, loss and per-token losses; their digests and values
+  // are read on the host after the iteration (a captured body must not
+  // synchronize with the host). Inputs: positions, then tokens and labels per
+  // microbatch; outputs: logits, loss, token losses per microbatch.
+  std::vector<at::Tensor> inputs{positions};
+  for (std::int64_t m = 0; m < o.microbatches; ++m) {
+    const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
+    const MicrobatchData data = o.batch ? o.batch->microbatch(index)
+                                        : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
+    inputs.push_back(model.slice_sequence(data.tokens));
+    inputs.push_back(model.slice_sequence(data.labels));
+  }
+  auto body = [&](const std::vector<at::Tensor>& in) {
+    std::vector<at::Tensor> out;
     for (std::int64_t m = 0; m < o.microbatches; ++m) {
       // Keep the phase: under full-iteration graphs the runner set it around the body.
       ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
-      const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
-      const MicrobatchData data =
-          o.batch ? o.batch->microbatch(index)
-                  : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
-      const at::Tensor tokens = model.slice_sequence(data.tokens);
-      const at::Tensor labels = model.slice_sequence(data.labels);
-      const at::Tensor logits =
-          model.forward(tokens, positions, model.config().runtime_gather_output);
+      const at::Tensor& tokens = in[static_cast<std::size_t>(1 + 2 * m)];
+      const at::Tensor& labels = in[static_cast<std::size_t>(2 + 2 * m)];
+      const at::Tensor logits = model.forward(tokens, in[0], model.config().runtime_gather_output);
       const at::Tensor token_losses = model.token_losses(logits, labels);
       const at::Tensor loss = token_losses.sum() / global_tokens;
       loss.backward();
-      token_losses_of[static_cast<std::size_t>(m)] = token_losses.detach();
-      logits_of[static_cast<std::size_t>(m)] = logits.detach();
-      loss_of[static_cast<std::size_t>(m)] = loss.detach();
+      out.push_back(logits.detach());
+      out.push_back(loss.detach());
+      out.push_back(token_losses.detach());
     }
+    return out;
   };
+  std::vector<at::Tensor> logits_of, loss_of, token_losses_of;
   {
     ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
-    model.run_iteration(body);
+    const std::vector<at::Tensor> out = model.run_iteration(body, inputs);
+    for (std::size_t i = 0; i + 2 < out.size(); i += 3) {
+      logits_of.push_back(out[i]);
+      loss_of.push_back(out[i + 1]);
+      token_losses_of.push_back(out[i + 2]);
+    }
   }
   double loss_share = 0;
   r.logits_digest = kFnvOffset;

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <optional>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
+#include "harness/observation/thread_context.h"
 
 namespace parity {
 
@@ -141,47 +143,143 @@ void PhasedGraphRunner::end_step() {
   if (options_.mode == GraphMode::per_layer) create_graphs();
 }
 
-void PhasedGraphRunner::run_iteration(const std::function<void()>& body) {
-  const std::vector<at::Tensor>& preserved = static_parameters_;
-  if (options_.mode != GraphMode::full_iteration) {
-    body();
-    return;
-  }
+std::vector<at::Tensor> PhasedGraphRunner::run_iteration(const RegionFn& body,
+                                                         const std::vector<at::Tensor>& inputs) {
+  if (options_.mode != GraphMode::full_iteration) return body(inputs);
   const std::int64_t it = iteration_++;
-  if (it < options_.warmup) {
-    body();  // eager iterations: everything observed normally, phase eager
-    return;
-  }
+  if (it < options_.warmup) return body(inputs);  // eager iterations: observed normally
+  GraphRegion& iteration = iteration_region_;
   if (it == options_.warmup) {
-    // Capture: host code once, kernels "not run": contents undefined, and no
-    // memory effect survives (RNG, parameters and gradients are put back).
-    std::vector<at::Tensor> values, grads;
-    for (const at::Tensor& p : preserved) {
-      values.push_back(p.detach().clone());
-      grads.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+    // Capture: host code once on static copies of the inputs, kernels "not
+    // run": contents undefined, and no memory effect survives (the RNG here;
+    // parameters and gradients in the backend's bracket).
+    iteration.name = "iteration";
+    iteration.fn = body;
+    iteration.static_inputs.clear();
+    for (const at::Tensor& t : inputs) iteration.static_inputs.push_back(t.detach().clone());
+    RngPutBack rng(options_.rng);
+    GraphPhaseScope capture(GraphPhase::capture);
+    iteration.frozen_kinds = live_observation_kinds();
+    begin_iteration_capture();
+    std::vector<at::Tensor> outs;
+    try {
+      outs = body(iteration.static_inputs);
+    } catch (...) {
+      end_iteration_capture(/*completed=*/false);
+      throw;
     }
-    {
-      RngPutBack rng(options_.rng);
-      GraphPhaseScope capture(GraphPhase::capture);
-      iteration_frozen_kinds_ = live_observation_kinds();
-      begin_iteration_capture();
-      try {
-        body();
-      } catch (...) {
-        end_iteration_capture();
-        throw;
-      }
-      end_iteration_capture();
-    }
+    end_iteration_capture(/*completed=*/true);
+    iteration.static_outputs.clear();
+    for (const at::Tensor& o : outs) iteration.static_outputs.push_back(o.detach());
+    iteration.captured = true;
+  }
+  {
     at::NoGradGuard no_grad;
-    for (size_t i = 0; i < preserved.size(); ++i) {
-      at::Tensor p = preserved[i];
-      p.variable_data().copy_(values[i]);
-      p.mutable_grad() = grads[i];
-    }
+    if (inputs.size() != iteration.static_inputs.size())
+      throw std::invalid_argument("full-iteration graph: replay with " +
+                                  std::to_string(inputs.size()) + " inputs, captured with " +
+                                  std::to_string(iteration.static_inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) iteration.static_inputs[i].copy_(inputs[i]);
   }
   GraphPhaseScope replay(GraphPhase::replay);
-  replay_iteration(body, iteration_frozen_kinds_);
+  ++iteration.replays;
+  return replay_iteration(iteration);
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct ReplayCall : torch::CustomClassHolder {
+  GraphRegion* region = nullptr;
+  RngTracker* rng = nullptr;
+  RngSnapshot snapshot;
+  std::vector<at::Tensor> saved_inputs;  // this call's inputs (clones): backward recomputes from them
+  std::function<void(GraphRegion&)> execute;
+  OriginContext origin;
+};
+
+struct ReplayFunction : torch::autograd::Function<ReplayFunction> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
+                               c10::intrusive_ptr<ReplayCall> call) {
+    at::NoGradGuard no_grad;
+    GraphRegion& r = *call->region;
+    call->origin = capture_origin_context();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      r.static_inputs[i].variable_data().copy_(inputs[i]);
+      call->saved_inputs.push_back(inputs[i].detach().clone());
+    }
+    if (call->rng != nullptr) call->snapshot = call->rng->snapshot();
+    call->execute(r);
+    variable_list result;
+    for (const at::Tensor& s : r.static_outputs)
+      result.push_back(r.clone_outputs ? s.clone() : s.variable_data());
+    ctx->saved_data["call"] = at::IValue::make_capsule(call);
+    return result;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto call = c10::static_intrusive_pointer_cast<ReplayCall>(ctx->saved_data["call"].toCapsule());
+    OriginContextScope origin(call->origin);
+    GraphRegion& r = *call->region;
+    std::vector<at::Tensor> in;
+    for (size_t i = 0; i < call->saved_inputs.size(); ++i) {
+      at::Tensor t = call->saved_inputs[i];
+      if (r.input_requires_grad[i] && floating(t)) t.requires_grad_(true);
+      in.push_back(t);
+    }
+    std::vector<at::Tensor> outs;
+    {
+      RngSnapshot backward_state;
+      if (call->rng != nullptr) {
+        backward_state = call->rng->snapshot();
+        call->rng->restore(call->snapshot);
+      }
+      GraphPhaseScope replay(GraphPhase::replay);  // checkpoints stay bypassed
+      at::AutoGradMode grad_on(true);
+      auto quiet = suspend_tensor_observations();
+      outs = r.fn(in);
+      if (call->rng != nullptr) call->rng->restore(backward_state);
+    }
+    variable_list roots, root_grads;
+    for (size_t i = 0; i < outs.size() && i < grads.size(); ++i) {
+      if (outs[i].requires_grad() && grads[i].defined()) {
+        roots.push_back(outs[i]);
+        root_grads.push_back(grads[i]);
+      }
+    }
+    if (!roots.empty()) torch::autograd::backward(roots, root_grads);
+    variable_list result;
+    for (const at::Tensor& t : in) result.push_back(t.requires_grad() ? t.grad() : at::Tensor());
+    result.emplace_back();
+    call->saved_inputs.clear();
+    return result;
+  }
+};
+
+}  // namespace
+
+std::vector<at::Tensor> PhasedGraphRunner::replay_with_recompute_backward(
+    GraphRegion& r, const std::vector<at::Tensor>& inputs,
+    const std::function<void(GraphRegion&)>& execute) {
+  if (inputs.size() != r.static_inputs.size()) {
+    throw std::invalid_argument("graph region " + r.name + ": replay with " +
+                                std::to_string(inputs.size()) + " inputs, captured with " +
+                                std::to_string(r.static_inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].sizes() != r.static_inputs[i].sizes() ||
+        inputs[i].scalar_type() != r.static_inputs[i].scalar_type()) {
+      throw std::invalid_argument("graph region " + r.name + ": replay input " +
+                                  std::to_string(i) + " differs in shape or dtype from the capture");
+    }
+  }
+  auto call = c10::make_intrusive<ReplayCall>();
+  call->region = &r;
+  call->rng = options_.rng;
+  call->execute = execute;
+  return ReplayFunction::apply(at::TensorList(inputs), call);
 }
 
 void PhasedGraphRunner::poison_if_capturing(const at::Tensor& t) {

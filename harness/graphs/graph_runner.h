@@ -81,13 +81,13 @@ class PhasedGraphRunner : public GraphRunner {
 
   // ---- full-iteration ----
   // Megatron's FullCudaGraphWrapper around forward_backward: iteration < K runs
-  // body eagerly; iteration K runs it under capture (contents undefined; the
-  // `preserved` tensors - parameters - and their gradients are put back, since
-  // kernels did not run) and then replays it; later iterations replay only.
-  // `body` must assign its results (it runs twice at iteration K). Outside
-  // full-iteration mode: body(). The capture runs between
-  // begin_iteration_capture() and end_iteration_capture().
-  void run_iteration(const std::function<void()>& body) override;
+  // body eagerly; iteration K runs it once under capture on static copies of
+  // `inputs` (contents undefined), between begin_iteration_capture() and
+  // end_iteration_capture(), and then replays it; later iterations copy
+  // `inputs` into the static inputs and replay only. Outside full-iteration
+  // mode: body(inputs).
+  std::vector<at::Tensor> run_iteration(const RegionFn& body,
+                                        const std::vector<at::Tensor>& inputs) override;
   void set_static_parameters(const std::vector<at::Tensor>& parameters) override {
     static_parameters_ = parameters;
   }
@@ -111,8 +111,23 @@ class PhasedGraphRunner : public GraphRunner {
   // respect to the inputs and the parameters the region uses.
   virtual std::vector<at::Tensor> replay_region(GraphRegion& region,
                                                 const std::vector<at::Tensor>& inputs) = 0;
-  // Replays the captured iteration (phase replay is set).
-  virtual void replay_iteration(const std::function<void()>& body, KindSet frozen_kinds) = 0;
+  // Replays the captured iteration (phase replay is set; `iteration` holds the
+  // static inputs, already refilled, and the outputs of the capture). Returns
+  // the iteration's outputs.
+  virtual std::vector<at::Tensor> replay_iteration(GraphRegion& iteration) = 0;
+
+  // The replay of a per-layer region both backends share: an autograd function
+  // whose forward copies `inputs` into the region's static inputs and calls
+  // `execute` (which must leave the results in region.static_outputs), and
+  // whose backward recomputes the region eagerly from clones of this call's
+  // inputs with the RNG state of this call, suspended, and back-propagates -
+  // so a later replay overwriting the static buffers never corrupts an earlier
+  // microbatch's gradients. Returns aliases of the static outputs (clones for
+  // the last layer, as Megatron does). Checks shapes and dtypes first.
+  std::vector<at::Tensor> replay_with_recompute_backward(
+      GraphRegion& region, const std::vector<at::Tensor>& inputs,
+      const std::function<void(GraphRegion&)>& execute);
+  const std::vector<at::Tensor>& static_parameters() const { return static_parameters_; }
 
  private:
   GraphRegion* find(const std::string& name);
@@ -123,7 +138,7 @@ class PhasedGraphRunner : public GraphRunner {
   bool recorded_step_known_ = false;
   std::int64_t recorded_step_ = -1;
   std::int64_t iteration_ = 0;
-  KindSet iteration_frozen_kinds_;
+  GraphRegion iteration_region_;  // full-iteration: static inputs and outputs
   std::vector<at::Tensor> static_parameters_;
 };
 

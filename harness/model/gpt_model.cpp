@@ -407,8 +407,9 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
 
 void GPTModel::end_step() { graph_runner_->end_step(); }
 
-void GPTModel::run_iteration(const std::function<void()>& body) {
-  graph_runner_->run_iteration(body);
+std::vector<at::Tensor> GPTModel::run_iteration(const RegionFn& body,
+                                               const std::vector<at::Tensor>& inputs) {
+  return graph_runner_->run_iteration(body, inputs);
 }
 
 at::Tensor GPTModel::loss(const at::Tensor& logits, const at::Tensor& labels) const {

@@ -233,11 +233,12 @@ class GPTModel {
   // nothing. A no-op in the other modes.
   void end_step();
   // Full-iteration graphs: wraps one iteration's forward/backward (Megatron's
-  // FullCudaGraphWrapper around forward_backward_func): iterations < K eager,
-  // iteration K captured then replayed, later iterations replayed. The body
-  // must assign (not accumulate) its results: at iteration K it runs twice.
-  // Parameters and gradients are put back after the capture. Other modes: body().
-  void run_iteration(const std::function<void()>& body);
+  // FullCudaGraphWrapper around forward_backward_func) on the iteration's
+  // batch `inputs`: iterations < K eager, iteration K captured then replayed,
+  // later iterations replayed (GraphRunner::run_iteration says what `body` may
+  // do). Returns body's outputs. Other modes: body(inputs).
+  std::vector<at::Tensor> run_iteration(const RegionFn& body,
+                                        const std::vector<at::Tensor>& inputs);
   const ParallelContext& parallel() const { return runtime_.parallel; }
   ModelRuntime& runtime() { return runtime_; }
   void set_training(bool training) { runtime_.training = training; }

@@ -72,4 +72,12 @@ ThreadContextScope::~ThreadContextScope() {
   install(previous_);
 }
 
+OriginContext capture_origin_context() {
+  return OriginContext{capture_thread_context(), std::this_thread::get_id()};
+}
+
+OriginContextScope::OriginContextScope(const OriginContext& origin) {
+  if (origin.thread != std::this_thread::get_id()) scope_.emplace(origin.context);
+}
+
 }  // namespace parity

@@ -21,6 +21,8 @@
 // floor keeps it (the observation gate remains one thread-local load and a
 // branch); this header only bundles it.
 #include <cstdint>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "harness/observation/execution_point.h"
@@ -71,6 +73,29 @@ class [[nodiscard]] ThreadContextScope {
   static void install(const ThreadContext& context);
   ThreadContext installed_;
   ThreadContext previous_;
+};
+
+// The context of the thread that set up work which autograd may continue on
+// another thread: a custom autograd function captures it in its forward and
+// opens an OriginContextScope in its backward. On the capturing thread (the CPU
+// engine runs backward there) the scope does nothing; on another thread (the
+// CUDA engine's device thread, shared by every thread rank on that device) it
+// installs the captured context for the duration of the backward. The
+// capturing thread waits in its backward call meanwhile, so what the context
+// points at (the step's observer) is alive.
+struct OriginContext {
+  ThreadContext context;
+  std::thread::id thread;
+};
+OriginContext capture_origin_context();
+
+class [[nodiscard]] OriginContextScope {
+ public:
+  explicit OriginContextScope(const OriginContext& origin);
+  bool reinstalled() const { return scope_.has_value(); }
+
+ private:
+  std::optional<ThreadContextScope> scope_;
 };
 
 namespace detail {

@@ -92,12 +92,14 @@ struct CheckpointState : torch::CustomClassHolder {
   RngTracker* rng = nullptr;
   RngSnapshot snapshot;
   std::string name;
+  OriginContext origin;  // the rank thread's context: a CUDA backward runs on another thread
 };
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
                                c10::intrusive_ptr<CheckpointState> state) {
     at::NoGradGuard no_grad;
+    state->origin = capture_origin_context();
     if (state->rng != nullptr) state->snapshot = state->rng->snapshot();
     std::vector<at::Tensor> in(inputs.begin(), inputs.end());
     std::vector<at::Tensor> outs;
@@ -124,6 +126,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto state = c10::static_intrusive_pointer_cast<CheckpointState>(
         ctx->saved_data["state"].toCapsule());
+    OriginContextScope origin(state->origin);
     std::vector<at::Tensor> detached;
     for (const at::Tensor& s : ctx->get_saved_variables()) detached.push_back(detached_like(s));
     std::vector<at::Tensor> outs;
@@ -201,6 +204,7 @@ struct WithoutOutputState : torch::CustomClassHolder {
   RngTracker* rng = nullptr;
   RngSnapshot snapshot;
   std::string name;
+  OriginContext origin;  // the rank thread's context: a CUDA backward runs on another thread
   at::Tensor input;  // the forward input (no cycle: its history is upstream)
   // The forward output's storage and layout (never the tensor itself: the
   // tensor's grad_fn holds this state, a reference back would be a cycle).
@@ -215,6 +219,7 @@ struct WithoutOutputState : torch::CustomClassHolder {
 
   void recompute() {
     if (recomputed.defined()) return;
+    OriginContextScope origin_context(origin);
     detached_input = detached_like(input);
     {
       RngRestoreScope restore(rng, snapshot);
@@ -248,6 +253,7 @@ struct CheckpointWithoutOutputFunction
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
                             c10::intrusive_ptr<WithoutOutputState> state) {
     at::NoGradGuard no_grad;
+    state->origin = capture_origin_context();
     if (state->rng != nullptr) state->snapshot = state->rng->snapshot();
     at::Tensor out;
     {

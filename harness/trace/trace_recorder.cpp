@@ -215,7 +215,12 @@ void TraceRecorder::record(const ObservationOwner& owner, std::string_view name,
     r.dtype = dtype_name(tensor.scalar_type());
     r.requires_grad = tensor.requires_grad();
     at::NoGradGuard no_grad;  // the copies below never join the autograd graph
-    if (keep_ && keep_(r)) {
+    if (point.phase == GraphPhase::capture && !tensor.is_cpu()) {
+      // A device tensor inside a stream capture holds nothing yet (the kernels
+      // were recorded, not run) and a copy to the host would invalidate the
+      // capture: digest and summary stay empty. (The reference's emulated
+      // capture computes NaN contents on the host and records them.)
+    } else if (keep_ && keep_(r)) {
       // Our own contiguous CPU copy (.to(kCPU) of a CPU tensor would be the
       // tensor itself); the digest and statistics are read from it, so they
       // describe exactly the bytes kept.

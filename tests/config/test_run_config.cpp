@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "harness/backend/registry.h"
 #include "harness/config/model_mapping.h"
 #include "harness/config/run_config.h"
 #include "harness/config/run_config_fields.h"
@@ -288,8 +289,21 @@ TEST(RunConfigValidation, ScenarioFileFormat) {
 TEST(RunConfigValidation, BackendIsARegisteredName) {
   RunConfig c;
   EXPECT_EQ(c.backend, "reference");
+  std::string known;
+  for (const std::string& b : registered_backends()) known += (known.empty() ? "" : ", ") + b;
+  c.backend = "tpu";
+  expect_only(c, "--backend tpu: unknown backend (known: " + known + ")");
+  // cuda: named as not built into a CPU-only parity; built but without a GPU,
+  // unavailable with the reason; with a GPU, valid.
   c.backend = "cuda";
-  expect_only(c, "--backend cuda: unknown backend (known: reference)");
+  if (known.find("cuda") == std::string::npos) {
+    expect_only(c, "--backend cuda: not built into this parity (configure with "
+                   "-DPARITY_WITH_CUDA=ON against a LibTorch with CUDA; built: " + known + ")");
+  } else if (const std::string why = make_backend("cuda")->unavailable_reason(); !why.empty()) {
+    expect_only(c, "--backend cuda: " + why);
+  } else {
+    EXPECT_TRUE(validate_run_config(c).empty());
+  }
   EXPECT_EQ(run_config_from_json(nlohmann::json::parse(R"({"backend": "reference"})")).backend,
             "reference");
 }

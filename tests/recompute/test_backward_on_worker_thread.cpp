@@ -2,7 +2,8 @@
 // worker thread: a backend whose backward runs on another thread reinstalls the
 // rank thread's context there, and the checkpoint's recomputation on that
 // thread is then suspended, logged and fault-switched exactly as on the rank
-// thread. Without the reinstall the worker sees a bare thread.
+// thread. Without an explicit reinstall the checkpoint carries its origin
+// context itself (autograd's CUDA device thread is such a worker).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -72,12 +73,34 @@ TEST(ThreadContext, BackwardOnAWorkerThreadIsSuspendedAndLoggedWithTheReinstalle
   EXPECT_EQ(o.point_in_recompute.microbatch, 1);
 }
 
-TEST(ThreadContext, WithoutTheReinstalledContextTheWorkerSeesABareThread) {
+TEST(ThreadContext, WithoutAnExplicitReinstallTheCheckpointCarriesItsOriginContext) {
   const Outcome o = checkpoint_with_backward_on_worker(/*carry=*/false);
   ASSERT_TRUE(o.backward_ran);
-  EXPECT_EQ(o.observations, 1);
-  ASSERT_EQ(o.log.size(), 1u);  // the recomputation logged nowhere
-  EXPECT_EQ(o.point_in_recompute.step, -1);
+  EXPECT_EQ(o.observations, 1);  // still suspended: the rank thread's context travelled
+  ASSERT_EQ(o.log.size(), 2u);   // and the recomputation is logged where the forward was
+  EXPECT_EQ(o.log[1].execution, RecomputeExecution::recompute);
+  EXPECT_EQ(o.point_in_recompute.step, 3);
+  EXPECT_EQ(o.point_in_recompute.microbatch, 1);
+}
+
+TEST(ThreadContext, OriginContextScopeIsANoOpOnTheCapturingThreadAndReinstallsElsewhere) {
+  ExecutionPointScope point(ExecutionPoint{5, 2, GraphPhase::eager});
+  const OriginContext origin = capture_origin_context();
+  {
+    OriginContextScope same(origin);
+    EXPECT_FALSE(same.reinstalled());
+  }
+  ExecutionPoint seen;
+  bool reinstalled = false;
+  std::thread other([&] {
+    OriginContextScope there(origin);
+    reinstalled = there.reinstalled();
+    seen = current_execution_point();
+  });
+  other.join();
+  EXPECT_TRUE(reinstalled);
+  EXPECT_EQ(seen.step, 5);
+  EXPECT_EQ(seen.microbatch, 2);
 }
 
 TEST(ThreadContext, CarriesCodePathFaultsToTheWorker) {

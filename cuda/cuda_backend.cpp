@@ -1,0 +1,101 @@
+#include "cuda/cuda_backend.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/cuda_device.h"
+#include "cuda/cuda_graph_runner.h"
+#include "harness/backend/generator_rng_tracker.h"
+#include "harness/backend/registry.h"
+
+namespace parity::gpu {
+namespace {
+
+// Statistics and softmax in fp64 for fp64 inputs, else in fp32 (as the plain ops).
+at::ScalarType compute_dtype(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend() {
+  available_ = cuda_unavailable_reason().empty();
+  if (!available_) return;  // validation reports it; nothing runs
+  device_index_ = rank_device_index();
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index_));
+  at::cuda::setCurrentCUDAStream(
+      at::cuda::getStreamFromPool(/*isHighPriority=*/false,
+                                  static_cast<c10::DeviceIndex>(device_index_)));
+  // fp32 means fp32: TF32 matmuls would put fp32 runs 1e-3 away from the reference.
+  at::globalContext().setAllowTF32CuBLAS(false);
+}
+
+at::Device CudaBackend::device() const {
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index_));
+}
+
+std::string CudaBackend::unavailable_reason() const { return cuda_unavailable_reason(); }
+
+at::Tensor CudaBackend::linear(const at::Tensor& x, const at::Tensor& weight,
+                               const at::Tensor& bias) const {
+  return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);
+}
+
+at::Tensor CudaBackend::layer_norm(const at::Tensor& x, const at::Tensor& weight,
+                                   const at::Tensor& bias, double eps) const {
+  const auto ct = compute_dtype(x);
+  const std::int64_t h = x.size(-1);
+  at::Tensor y = at::layer_norm(x.to(ct), {h}, weight.to(ct),
+                                bias.defined() ? bias.to(ct) : at::Tensor(), eps);
+  return y.to(weight.scalar_type());
+}
+
+at::Tensor CudaBackend::rms_norm(const at::Tensor& x, const at::Tensor& weight,
+                                 double eps) const {
+  const auto ct = compute_dtype(x);
+  const std::int64_t h = x.size(-1);
+  return at::rms_norm(x.to(ct), {h}, weight.to(ct), eps).to(weight.scalar_type());
+}
+
+at::Tensor CudaBackend::causal_attention(const at::Tensor& q, const at::Tensor& k,
+                                         const at::Tensor& v, const at::Tensor& q_positions,
+                                         const at::Tensor& k_positions, double scale) const {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+              "causal_attention: q, k, v must be [s, b, heads, head_dim]");
+  const auto ct = compute_dtype(q);
+  const std::int64_t sq = q.size(0), b = q.size(1), np = q.size(2), hn = q.size(3);
+  // [s, b, np, hn] -> [b, np, s, hn]; fp32 (fp64) inputs as the plain op computes.
+  at::Tensor qh = q.to(ct).permute({1, 2, 0, 3});
+  at::Tensor kh = k.to(ct).permute({1, 2, 0, 3});
+  at::Tensor vh = v.to(ct).permute({1, 2, 0, 3});
+  // Global positions (CP chunks): query i sees key j iff k_pos[j] <= q_pos[i].
+  at::Tensor allowed = k_positions.view({1, -1}) <= q_positions.view({-1, 1});  // [sq, sk]
+  at::Tensor context = at::scaled_dot_product_attention(qh, kh, vh, allowed, /*dropout_p=*/0.0,
+                                                        /*is_causal=*/false, scale);
+  return context.permute({2, 0, 1, 3}).reshape({sq, b, np * hn}).to(q.scalar_type());
+}
+
+at::Tensor CudaBackend::gelu(const at::Tensor& x) const { return at::gelu(x); }
+
+at::Tensor CudaBackend::embedding(const at::Tensor& ids, const at::Tensor& weight) const {
+  return at::embedding(weight, ids);
+}
+
+std::unique_ptr<RngTracker> CudaBackend::make_rng_tracker() const {
+  const auto index = static_cast<c10::DeviceIndex>(device_index_);
+  return make_generator_rng_tracker(
+      [index] { return at::make_generator<at::CUDAGeneratorImpl>(index); });
+}
+
+std::unique_ptr<GraphRunner> CudaBackend::make_graph_runner() const {
+  return std::make_unique<CudaGraphRunner>(static_cast<c10::DeviceIndex>(device_index_));
+}
+
+namespace {
+const BackendRegistrar kRegistrar("cuda", [] { return std::make_unique<CudaBackend>(); });
+}  // namespace
+
+}  // namespace parity::gpu
