@@ -26,19 +26,19 @@ class HostStagedTransport final : public CollectiveTransport {
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
   at::Tensor all_reduce(const at::Tensor& input, ReduceOp op) override {
-    refuse_under_capture("all_reduce");
+    refuse_under_capture("all_reduce", input);
     return host_->all_reduce(input.to(at::kCPU), op).to(input.device());
   }
   at::Tensor all_gather(const at::Tensor& input, std::int64_t dim) override {
-    refuse_under_capture("all_gather");
+    refuse_under_capture("all_gather", input);
     return host_->all_gather(input.to(at::kCPU), dim).to(input.device());
   }
   at::Tensor reduce_scatter(const at::Tensor& input, std::int64_t dim, ReduceOp op) override {
-    refuse_under_capture("reduce_scatter");
+    refuse_under_capture("reduce_scatter", input);
     return host_->reduce_scatter(input.to(at::kCPU), dim, op).to(input.device());
   }
   at::Tensor broadcast(const at::Tensor& input, int root) override {
-    refuse_under_capture("broadcast");
+    refuse_under_capture("broadcast", input);
     return host_->broadcast(input.to(at::kCPU), root).to(input.device());
   }
   void barrier() override { host_->barrier(); }
@@ -46,8 +46,9 @@ class HostStagedTransport final : public CollectiveTransport {
  private:
   // A copy to the host inside a stream capture would invalidate the capture
   // with an error that names neither the group nor the cause.
-  void refuse_under_capture(const char* op) const {
-    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None)
+  void refuse_under_capture(const char* op, const at::Tensor& input) const {
+    if (!input.is_cuda() ||
+        c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None)
       return;
     throw CollectiveError(std::string(op) + " on " + name_ +
                           " inside a captured CUDA graph: this group's ranks share a GPU, so "

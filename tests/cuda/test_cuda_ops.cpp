@@ -1,0 +1,114 @@
+// The CUDA backend's ops against the interface's plain compositions (what the
+// reference runs) on the same inputs: forward values and input gradients
+// within the backend_parity tolerances (fp64 rel 1e-10, fp32 rel 1e-5), and
+// dropout masks reproduced exactly by restoring the device generator's state.
+#include <ATen/ATen.h>
+
+#include "cuda/cuda_backend.h"
+#include "harness/backend/registry.h"
+#include "tests/cuda/gpu_test.h"
+
+namespace parity::gpu {
+namespace {
+
+double rel_error(const at::Tensor& got, const at::Tensor& want) {
+  const at::Tensor g = got.detach().to(at::kCPU, at::kDouble);
+  const at::Tensor w = want.detach().to(at::kCPU, at::kDouble);
+  const double scale = std::max(w.abs().max().item<double>(), 1e-30);
+  return (g - w).abs().max().item<double>() / scale;
+}
+
+struct OpCase {
+  at::ScalarType dtype;
+  double bound;
+};
+
+class CudaOps : public ::testing::TestWithParam<OpCase> {};
+
+// Runs `op` on CPU inputs with the reference and on copies on the GPU with the
+// CUDA backend; compares outputs and the gradients of every input.
+void compare(const std::function<at::Tensor(const Backend&, const std::vector<at::Tensor>&)>& op,
+             std::vector<at::Tensor> cpu_inputs, double bound, const char* what) {
+  auto reference = make_backend("reference");
+  CudaBackend cuda;
+  std::vector<at::Tensor> dev_inputs;
+  for (at::Tensor& t : cpu_inputs) {
+    const bool grad = at::isFloatingType(t.scalar_type());
+    dev_inputs.push_back(t.to(cuda.device()).detach().requires_grad_(grad));
+    t = t.detach().requires_grad_(grad);
+  }
+  at::Tensor want = op(*reference, cpu_inputs);
+  at::Tensor got = op(cuda, dev_inputs);
+  ASSERT_EQ(got.device().type(), at::kCUDA) << what;
+  EXPECT_LE(rel_error(got, want), bound) << what << " forward";
+  at::Tensor seed = at::randn(want.sizes(), want.options().requires_grad(false));
+  want.backward(seed);
+  got.backward(seed.to(got.device()));
+  for (size_t i = 0; i < cpu_inputs.size(); ++i) {
+    if (!cpu_inputs[i].requires_grad() || !cpu_inputs[i].grad().defined()) continue;
+    EXPECT_LE(rel_error(dev_inputs[i].grad(), cpu_inputs[i].grad()), bound)
+        << what << " gradient of input " << i;
+  }
+}
+
+TEST_P(CudaOps, MatchThePlainCompositionsWithinTheBackendParityTolerance) {
+  PARITY_REQUIRE_GPU();
+  const auto [dtype, bound] = GetParam();
+  at::manual_seed(7);
+  const auto o = at::TensorOptions().dtype(dtype);
+  const std::int64_t s = 12, b = 2, np = 4, hn = 8, h = np * hn;
+  compare([](const Backend& be, const std::vector<at::Tensor>& in) {
+    return be.linear(in[0], in[1], in[2]);
+  }, {at::randn({s, b, h}, o), at::randn({3 * h, h}, o), at::randn({3 * h}, o)}, bound, "linear");
+  compare([](const Backend& be, const std::vector<at::Tensor>& in) {
+    return be.layer_norm(in[0], in[1], in[2], 1e-5);
+  }, {at::randn({s, b, h}, o), at::randn({h}, o), at::randn({h}, o)}, bound, "layer_norm");
+  compare([](const Backend& be, const std::vector<at::Tensor>& in) {
+    return be.rms_norm(in[0], in[1], 1e-5);
+  }, {at::randn({s, b, h}, o), at::randn({h}, o)}, bound, "rms_norm");
+  compare([](const Backend& be, const std::vector<at::Tensor>& in) { return be.gelu(in[0]); },
+          {at::randn({s, b, h}, o)}, bound, "gelu");
+  // Attention over CP-style global positions: two chunks, keys gathered.
+  const at::Tensor q_pos = at::cat({at::arange(0, 6, at::kLong), at::arange(18, 24, at::kLong)});
+  const at::Tensor k_pos = at::arange(0, 24, at::kLong);
+  compare([&](const Backend& be, const std::vector<at::Tensor>& in) {
+    const at::Device d = in[0].device();
+    return be.causal_attention(in[0], in[1], in[2], q_pos.to(d), k_pos.to(d), 0.35);
+  }, {at::randn({s, b, np, hn}, o), at::randn({24, b, np, hn}, o), at::randn({24, b, np, hn}, o)},
+          bound, "causal_attention");
+  compare([&](const Backend& be, const std::vector<at::Tensor>& in) {
+    const at::Tensor ids = at::randint(0, 20, {s, b}, at::kLong).to(in[0].device());
+    return be.embedding(ids, in[0]);
+  }, {at::randn({20, h}, o)}, bound, "embedding");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps,
+                         ::testing::Values(OpCase{at::kDouble, 1e-10}, OpCase{at::kFloat, 1e-5}),
+                         [](const auto& info) {
+                           return info.param.dtype == at::kDouble ? "fp64" : "fp32";
+                         });
+
+TEST(CudaRng, RestoringASnapshotReproducesTheDropoutMaskOnTheDevice) {
+  PARITY_REQUIRE_GPU();
+  CudaBackend cuda;
+  auto rng = cuda.make_rng_tracker();
+  rng->seed(1234, /*tp_rank=*/0);
+  const at::Tensor x = at::ones({4096}, at::TensorOptions().device(cuda.device()));
+  const RngSnapshot before = rng->snapshot();
+  at::Generator g = rng->generator(RngStream::data_parallel);
+  const at::Tensor first = cuda.dropout(x, 0.3, /*training=*/true, g);
+  const at::Tensor second = cuda.dropout(x, 0.3, /*training=*/true, g);
+  EXPECT_FALSE(at::equal(first, second));  // the Philox offset moved on
+  rng->restore(before);
+  const at::Tensor again = cuda.dropout(x, 0.3, /*training=*/true, g);
+  EXPECT_TRUE(at::equal(first, again));
+  // The model-parallel stream differs per TP rank.
+  auto other = cuda.make_rng_tracker();
+  other->seed(1234, /*tp_rank=*/1);
+  at::Generator g0 = rng->generator(RngStream::model_parallel);
+  at::Generator g1 = other->generator(RngStream::model_parallel);
+  EXPECT_FALSE(at::equal(cuda.dropout(x, 0.3, true, g0), cuda.dropout(x, 0.3, true, g1)));
+}
+
+}  // namespace
+}  // namespace parity::gpu
