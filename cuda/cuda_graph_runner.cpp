@@ -36,6 +36,7 @@ void CudaGraphRunner::begin_capture(at::cuda::CUDAGraph& graph) {
   ready.record(current);
   ready.block(side);
   capture_stream_ = std::make_unique<c10::cuda::CUDAStreamGuard>(side);
+  capturing_.emplace();
   // Dropout draws inside the graph advance these generators' Philox offsets on
   // every replay (the default generator is registered by capture_begin).
   if (RngTracker* rng = options().rng) {
@@ -48,8 +49,15 @@ void CudaGraphRunner::begin_capture(at::cuda::CUDAGraph& graph) {
 
 void CudaGraphRunner::end_capture(at::cuda::CUDAGraph& graph) {
   const at::cuda::CUDAStream side = at::cuda::getCurrentCUDAStream(device_);
-  graph.capture_end();  // instantiates the graph
+  try {
+    graph.capture_end();  // instantiates the graph
+  } catch (...) {
+    capture_stream_.reset();
+    capturing_.reset();
+    throw;
+  }
   capture_stream_.reset();
+  capturing_.reset();
   at::cuda::CUDAEvent done;
   done.record(side);
   done.block(at::cuda::getCurrentCUDAStream(device_));
@@ -74,6 +82,7 @@ void CudaGraphRunner::capture_region(GraphRegion& r) {
   } catch (...) {
     abandon(*graph);
     capture_stream_.reset();
+    capturing_.reset();
     throw;
   }
   end_capture(*graph);
@@ -102,6 +111,7 @@ void CudaGraphRunner::end_iteration_capture(bool completed) {
   if (!completed) {
     abandon(*iteration_graph_);
     capture_stream_.reset();
+    capturing_.reset();
     iteration_graph_.reset();
     return;
   }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "harness/graphs/graph_runner.h"
+#include "harness/parallel/rank_status.h"
 
 namespace at::cuda {
 struct CUDAGraph;
@@ -66,6 +67,7 @@ class CudaGraphRunner final : public PhasedGraphRunner {
   std::map<std::string, std::unique_ptr<at::cuda::CUDAGraph>> region_graphs_;
   std::unique_ptr<at::cuda::CUDAGraph> iteration_graph_;
   std::unique_ptr<c10::cuda::CUDAStreamGuard> capture_stream_;
+  std::optional<GraphCaptureScope> capturing_;  // the hang guard pauses meanwhile
   std::vector<at::Tensor> static_gradients_;
 };
 

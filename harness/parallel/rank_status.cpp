@@ -14,6 +14,7 @@ std::string_view to_string(RankState state) {
     case RankState::in_collective: return "in_collective";
     case RankState::finished: return "finished";
     case RankState::failed: return "failed";
+    case RankState::capturing: return "capturing";
   }
   return "?";
 }
@@ -117,5 +118,30 @@ std::int64_t RankStatus::progress_ms() const {
 }
 
 std::int64_t RankStatus::now_ms() { return steady_ms(); }
+
+namespace {
+thread_local RankStatus* t_rank_status = nullptr;
+}  // namespace
+
+RankStatus* rank_status_of_this_thread() { return t_rank_status; }
+
+RankStatusScope::RankStatusScope(RankStatus* status) : previous_(t_rank_status) {
+  t_rank_status = status;
+}
+RankStatusScope::~RankStatusScope() { t_rank_status = previous_; }
+
+GraphCaptureScope::GraphCaptureScope() : status_(t_rank_status) {
+  if (status_ == nullptr) return;
+  previous_ = status_->state();
+  status_->set_state(RankState::capturing);
+  status_->mark_progress();
+}
+
+GraphCaptureScope::~GraphCaptureScope() {
+  if (status_ == nullptr) return;
+  // A failure inside the capture already moved the state on (failed): keep it.
+  if (status_->state() == RankState::capturing) status_->set_state(previous_);
+  status_->mark_progress();
+}
 
 }  // namespace parity

@@ -11,7 +11,10 @@
 
 namespace parity {
 
-enum class RankState : std::int32_t { starting, running, in_collective, finished, failed };
+// capturing: the rank's thread is capturing a CUDA graph (host code runs, no
+// collective completes): the supervisor's hang guard pauses for it; its peers'
+// collective timeouts still bound a capture that never ends.
+enum class RankState : std::int32_t { starting, running, in_collective, finished, failed, capturing };
 std::string_view to_string(RankState state);
 
 // Plain data only: it may live in shared memory between processes.
@@ -45,6 +48,37 @@ class RankStatus {
 
  private:
   RankStatusRecord* record_;
+};
+
+// The status of the rank this thread runs (set by the rank body), or null.
+RankStatus* rank_status_of_this_thread();
+
+// RAII: makes `status` this thread's rank status.
+class [[nodiscard]] RankStatusScope {
+ public:
+  explicit RankStatusScope(RankStatus* status);
+  ~RankStatusScope();
+  RankStatusScope(const RankStatusScope&) = delete;
+  RankStatusScope& operator=(const RankStatusScope&) = delete;
+
+ private:
+  RankStatus* previous_;
+};
+
+// RAII around a CUDA graph capture on this thread: the rank is `capturing`
+// (the hang guard pauses) until the scope ends, then back in its previous state,
+// with progress marked at both ends. Without a rank status on this thread
+// (a test, a tool) it does nothing.
+class [[nodiscard]] GraphCaptureScope {
+ public:
+  GraphCaptureScope();
+  ~GraphCaptureScope();
+  GraphCaptureScope(const GraphCaptureScope&) = delete;
+  GraphCaptureScope& operator=(const GraphCaptureScope&) = delete;
+
+ private:
+  RankStatus* status_;
+  RankState previous_ = RankState::running;
 };
 
 }  // namespace parity

@@ -25,6 +25,8 @@ double age_seconds(const RankStatusRecord* record) {
 
 bool is_stale(const Slot& s, double timeout) {
   RankStatus st(s.record);
+  // A rank capturing a CUDA graph runs host code only: the guard pauses for it.
+  if (st.state() == RankState::capturing) return false;
   const double limit = st.state() == RankState::starting ? timeout + kStartupGraceSeconds : timeout;
   return age_seconds(s.record) > limit;
 }

@@ -84,6 +84,34 @@ TEST(RankStatus, RecordsStateLastCollectiveErrorAndProgress) {
 
 // The seqlock's protocol, step by step: a stress test with a racing writer
 // passed whether or not the race happened to hit; these do not depend on it.
+TEST(RankStatus, AGraphCaptureMarksTheRankCapturingUntilItEnds) {
+  RankStatusRecord record{};
+  RankStatus status(&record);
+  RankStatus::reset(&record, 3);
+  status.set_state(RankState::running);
+  {
+    GraphCaptureScope no_rank;  // no rank status on this thread: nothing changes
+    EXPECT_EQ(status.state(), RankState::running);
+  }
+  EXPECT_EQ(rank_status_of_this_thread(), nullptr);
+  {
+    RankStatusScope rank(&status);
+    EXPECT_EQ(rank_status_of_this_thread(), &status);
+    {
+      GraphCaptureScope capture;
+      EXPECT_EQ(status.state(), RankState::capturing);
+      EXPECT_EQ(to_string(status.state()), "capturing");
+    }
+    EXPECT_EQ(status.state(), RankState::running);
+    {
+      GraphCaptureScope capture;
+      status.set_state(RankState::failed);  // the capture failed: that state stays
+    }
+    EXPECT_EQ(status.state(), RankState::failed);
+  }
+  EXPECT_EQ(rank_status_of_this_thread(), nullptr);
+}
+
 TEST(RankStatus, EveryWriteLeavesTheVersionEvenAndAdvanced) {
   RankStatusRecord record{};
   RankStatus status(&record);
