@@ -79,12 +79,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int v = std::atoi(argv[i + 1]);
-    if (a == "--steps") model.steps = std::max(v, 4);
-    else if (a == "--hidden") model.hidden = v;
-    else if (a == "--layers") model.layers = v;
-    else if (a == "--seq") model.seq = v;
-    else if (a == "--micro-batch") model.micro_batch = v;
-    else if (a == "--reference-steps") reference_steps = v;
+    if (a == "--steps")
+      model.steps = std::max(v, 4);
+    else if (a == "--hidden")
+      model.hidden = v;
+    else if (a == "--layers")
+      model.layers = v;
+    else if (a == "--seq")
+      model.seq = v;
+    else if (a == "--micro-batch")
+      model.micro_batch = v;
+    else if (a == "--reference-steps")
+      reference_steps = v;
     else {
       std::fprintf(stderr,
                    "usage: %s [--steps N>=4] [--hidden H] [--layers L] [--seq S] "
@@ -96,18 +102,21 @@ int main(int argc, char** argv) {
   parity::register_model_program();
   model.backend = "cuda";
   if (const auto bad = parity::validate_run_config(model); !bad.empty()) {
-    std::fprintf(stderr, "parity_bench_gpu_step: %s\n", parity::format_for_cli(bad.front()).c_str());
+    std::fprintf(stderr, "parity_bench_gpu_step: %s\n",
+                 parity::format_for_cli(bad.front()).c_str());
     return 2;
   }
   const std::vector<std::string> every_metric = parity::known_metric_names();
-  std::printf("model: %lld layers, hidden %lld, heads %lld, ffn %lld, seq %lld, micro-batch %lld, "
-              "vocab %lld, bf16, one rank; %d steps per run, median of the steps after the first "
-              "two (warmup, capture)\n\n",
-              (long long)model.layers, (long long)model.hidden, (long long)model.heads,
-              (long long)model.ffn_hidden, (long long)model.seq, (long long)model.micro_batch,
-              (long long)model.vocab, (int)model.steps);
-  std::printf("| backend | graphs | metrics | step ms (median) | step ms (min) | tokens/s | "
-              "metrics cost |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "model: %lld layers, hidden %lld, heads %lld, ffn %lld, seq %lld, micro-batch %lld, "
+      "vocab %lld, bf16, one rank; %d steps per run, median of the steps after the first "
+      "two (warmup, capture)\n\n",
+      (long long)model.layers, (long long)model.hidden, (long long)model.heads,
+      (long long)model.ffn_hidden, (long long)model.seq, (long long)model.micro_batch,
+      (long long)model.vocab, (int)model.steps);
+  std::printf(
+      "| backend | graphs | metrics | step ms (median) | step ms (min) | tokens/s | "
+      "metrics cost |\n|---|---|---|---|---|---|---|\n");
   const std::pair<parity::GraphOption, const char*> modes[] = {
       {parity::GraphOption::none, "eager"},
       {parity::GraphOption::per_layer, "per-layer"},
@@ -126,11 +135,12 @@ int main(int argc, char** argv) {
       }
       const double tokens = double(c.seq) * double(c.micro_batch) * double(c.microbatches);
       std::string cost;
-      if (!metrics) without = m.median_ms;
-      else if (without > 0) cost = std::to_string((m.median_ms / without - 1.0) * 100.0) + " %";
-      std::printf("| cuda | %s | %s | %.2f | %.2f | %.0f | %s |\n", label,
-                  metrics ? "all" : "none", m.median_ms, m.min_ms,
-                  tokens / (m.median_ms * 1e-3), cost.c_str());
+      if (!metrics)
+        without = m.median_ms;
+      else if (without > 0)
+        cost = std::to_string((m.median_ms / without - 1.0) * 100.0) + " %";
+      std::printf("| cuda | %s | %s | %.2f | %.2f | %.0f | %s |\n", label, metrics ? "all" : "none",
+                  m.median_ms, m.min_ms, tokens / (m.median_ms * 1e-3), cost.c_str());
       std::fflush(stdout);
     }
   }

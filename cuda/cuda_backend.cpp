@@ -26,9 +26,8 @@ CudaBackend::CudaBackend() {
   if (!available_) return;  // validation reports it; nothing runs
   device_index_ = rank_device_index();
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index_));
-  at::cuda::setCurrentCUDAStream(
-      at::cuda::getStreamFromPool(/*isHighPriority=*/false,
-                                  static_cast<c10::DeviceIndex>(device_index_)));
+  at::cuda::setCurrentCUDAStream(at::cuda::getStreamFromPool(
+      /*isHighPriority=*/false, static_cast<c10::DeviceIndex>(device_index_)));
   // fp32 means fp32: TF32 matmuls would put fp32 runs 1e-3 away from the reference.
   at::globalContext().setAllowTF32CuBLAS(false);
 }
@@ -53,8 +52,7 @@ at::Tensor CudaBackend::layer_norm(const at::Tensor& x, const at::Tensor& weight
   return y.to(weight.scalar_type());
 }
 
-at::Tensor CudaBackend::rms_norm(const at::Tensor& x, const at::Tensor& weight,
-                                 double eps) const {
+at::Tensor CudaBackend::rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) const {
   const auto ct = compute_dtype(x);
   const std::int64_t h = x.size(-1);
   return at::rms_norm(x.to(ct), {h}, weight.to(ct), eps).to(weight.scalar_type());

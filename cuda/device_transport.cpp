@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <cstdio>
 #include <set>
@@ -113,8 +113,8 @@ std::unique_ptr<CollectiveTransport> make_host_staged_transport(
 }
 
 std::unique_ptr<CollectiveTransport> DeviceTransportFactory::create(
-    const Rendezvous& rendezvous, const std::string& group_name, int rank_in_group,
-    int group_size, std::chrono::milliseconds timeout) {
+    const Rendezvous& rendezvous, const std::string& group_name, int rank_in_group, int group_size,
+    std::chrono::milliseconds timeout) {
   if (one_gpu_per_member(rendezvous, group_name, rank_in_group, group_size, timeout))
     return make_nccl_transport(rendezvous, group_name, rank_in_group, group_size, timeout);
   return make_host_staged_transport(

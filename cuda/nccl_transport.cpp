@@ -17,9 +17,12 @@ namespace {
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return c10d::ReduceOp(c10d::ReduceOp::SUM);
-    case ReduceOp::max: return c10d::ReduceOp(c10d::ReduceOp::MAX);
-    case ReduceOp::min: return c10d::ReduceOp(c10d::ReduceOp::MIN);
+    case ReduceOp::sum:
+      return c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::max:
+      return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case ReduceOp::min:
+      return c10d::ReduceOp(c10d::ReduceOp::MIN);
   }
   return c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
@@ -34,9 +37,8 @@ class NcclTransport final : public CollectiveTransport {
     try {
       pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
     } catch (const std::exception& e) {
-      throw RendezvousError("cannot create NCCL group " + name_ + " (rank " +
-                            std::to_string(rank) + " of " + std::to_string(size) +
-                            "): " + c10_error_text(e));
+      throw RendezvousError("cannot create NCCL group " + name_ + " (rank " + std::to_string(rank) +
+                            " of " + std::to_string(size) + "): " + c10_error_text(e));
     }
   }
 
@@ -121,8 +123,8 @@ std::unique_ptr<CollectiveTransport> make_nccl_transport(const Rendezvous& rende
                                                          int rank_in_group, int group_size,
                                                          std::chrono::milliseconds timeout) {
   const auto& rs = rendezvous.store();
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
-      rs.group_prefix(group_name, rank_in_group), rs.store);
+  auto prefixed =
+      c10::make_intrusive<c10d::PrefixStore>(rs.group_prefix(group_name, rank_in_group), rs.store);
   return std::make_unique<NcclTransport>(std::move(prefixed), rank_in_group, group_size, timeout,
                                          group_name);
 }

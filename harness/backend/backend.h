@@ -179,17 +179,16 @@ class Backend {
   // fp32 (fp64 stays fp64); the result has the weight's dtype.
   virtual at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight,
                                 const at::Tensor& bias, double eps) const;
-  virtual at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight,
-                              double eps) const;
+  virtual at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) const;
   // Causal core attention. q [sq, b, np, hn], k and v [sk, b, np, hn];
   // q_positions [sq] and k_positions [sk] are int64 GLOBAL sequence positions
   // (so a CP rank holding non-contiguous chunks masks correctly): query i sees
   // key j iff k_positions[j] <= q_positions[i]. Scores scaled by `scale`,
   // softmax in at least fp32. Returns the context [sq, b, np * hn] (Megatron's
   // core-attention output layout), in q's dtype.
-  virtual at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k,
-                                      const at::Tensor& v, const at::Tensor& q_positions,
-                                      const at::Tensor& k_positions, double scale) const;
+  virtual at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& q_positions, const at::Tensor& k_positions,
+                                      double scale) const;
   // tanh-free GeLU (erf form, torch.nn.functional.gelu's default).
   virtual at::Tensor gelu(const at::Tensor& x) const;
   // x [..., 2f] -> silu(x[..., :f]) * x[..., f:]  (Megatron's swiglu on the

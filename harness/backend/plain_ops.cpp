@@ -29,13 +29,13 @@ at::Tensor dropout_scale_mask(const at::Tensor& like, double p, at::Generator& g
 }  // namespace
 
 at::Tensor Backend::linear(const at::Tensor& x, const at::Tensor& weight,
-                                    const at::Tensor& bias) const {
+                           const at::Tensor& bias) const {
   at::Tensor y = at::matmul(x, weight.t());
   return bias.defined() ? y + bias : y;
 }
 
 at::Tensor Backend::layer_norm(const at::Tensor& x, const at::Tensor& weight,
-                                        const at::Tensor& bias, double eps) const {
+                               const at::Tensor& bias, double eps) const {
   const auto ct = compute_dtype(x);
   at::Tensor xf = x.to(ct);
   at::Tensor mean = xf.mean({-1}, /*keepdim=*/true);
@@ -46,18 +46,16 @@ at::Tensor Backend::layer_norm(const at::Tensor& x, const at::Tensor& weight,
   return y.to(weight.scalar_type());
 }
 
-at::Tensor Backend::rms_norm(const at::Tensor& x, const at::Tensor& weight,
-                                      double eps) const {
+at::Tensor Backend::rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) const {
   const auto ct = compute_dtype(x);
   at::Tensor xf = x.to(ct);
   at::Tensor ms = (xf * xf).mean({-1}, /*keepdim=*/true);
   return (xf * at::rsqrt(ms + eps) * weight.to(ct)).to(weight.scalar_type());
 }
 
-at::Tensor Backend::causal_attention(const at::Tensor& q, const at::Tensor& k,
-                                              const at::Tensor& v, const at::Tensor& q_positions,
-                                              const at::Tensor& k_positions,
-                                              double scale) const {
+at::Tensor Backend::causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     const at::Tensor& q_positions, const at::Tensor& k_positions,
+                                     double scale) const {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "causal_attention: q, k, v must be [s, b, heads, head_dim]");
   const auto ct = compute_dtype(q);
@@ -66,7 +64,7 @@ at::Tensor Backend::causal_attention(const at::Tensor& q, const at::Tensor& k,
   at::Tensor qh = q.to(ct).permute({1, 2, 0, 3});
   at::Tensor kh = k.to(ct).permute({1, 2, 0, 3});
   at::Tensor vh = v.to(ct).permute({1, 2, 0, 3});
-  at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * scale;  // [b, np, sq, sk]
+  at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * scale;           // [b, np, sq, sk]
   at::Tensor masked = k_positions.view({1, -1}) > q_positions.view({-1, 1});  // [sq, sk]
   scores = scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
   at::Tensor probs = at::softmax(scores, -1);
@@ -84,8 +82,8 @@ at::Tensor Backend::swiglu(const at::Tensor& x) const {
 }
 
 at::Tensor Backend::bias_dropout_add(const at::Tensor& x, const at::Tensor& bias,
-                                              const at::Tensor& residual, double p,
-                                              bool training, at::Generator& generator) const {
+                                     const at::Tensor& residual, double p, bool training,
+                                     at::Generator& generator) const {
   at::Tensor y = x.to(residual.scalar_type());
   if (bias.defined()) y = y + bias.to(residual.scalar_type());
   if (training && p > 0.0) y = y * dropout_scale_mask(y, p, generator);
@@ -93,7 +91,7 @@ at::Tensor Backend::bias_dropout_add(const at::Tensor& x, const at::Tensor& bias
 }
 
 at::Tensor Backend::dropout(const at::Tensor& x, double p, bool training,
-                                     at::Generator& generator) const {
+                            at::Generator& generator) const {
   if (!training || p <= 0.0) return x;
   return x * dropout_scale_mask(x, p, generator);
 }

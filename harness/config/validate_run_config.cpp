@@ -168,8 +168,10 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     for (const std::string& b : backends) known += (known.empty() ? "" : ", ") + b;
     // A backend this binary was built without (cuda/ needs a LibTorch with CUDA) is named as such.
     if (c.backend == "cuda")
-      add("backend", "not built into this parity (configure with -DPARITY_WITH_CUDA=ON against a "
-                     "LibTorch with CUDA; built: " + known + ")");
+      add("backend",
+          "not built into this parity (configure with -DPARITY_WITH_CUDA=ON against a "
+          "LibTorch with CUDA; built: " +
+              known + ")");
     else
       add("backend",
           "unknown backend (known: " + (known.empty() ? "none registered" : known) + ")");

@@ -64,8 +64,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   std::vector<at::Tensor> inputs{positions};
   for (std::int64_t m = 0; m < o.microbatches; ++m) {
     const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
-    const MicrobatchData data = o.batch ? o.batch->microbatch(index)
-                                        : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
+    const MicrobatchData data = o.batch
+                                    ? o.batch->microbatch(index)
+                                    : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
     inputs.push_back(model.slice_sequence(data.tokens));
     inputs.push_back(model.slice_sequence(data.labels));
   }

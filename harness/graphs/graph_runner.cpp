@@ -195,7 +195,8 @@ struct ReplayCall : torch::CustomClassHolder {
   GraphRegion* region = nullptr;
   RngTracker* rng = nullptr;
   RngSnapshot snapshot;
-  std::vector<at::Tensor> saved_inputs;  // this call's inputs (clones): backward recomputes from them
+  std::vector<at::Tensor>
+      saved_inputs;  // this call's inputs (clones): backward recomputes from them
   std::function<void(GraphRegion&)> execute;
   OriginContext origin;
 };
@@ -271,8 +272,8 @@ std::vector<at::Tensor> PhasedGraphRunner::replay_with_recompute_backward(
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].sizes() != r.static_inputs[i].sizes() ||
         inputs[i].scalar_type() != r.static_inputs[i].scalar_type()) {
-      throw std::invalid_argument("graph region " + r.name + ": replay input " +
-                                  std::to_string(i) + " differs in shape or dtype from the capture");
+      throw std::invalid_argument("graph region " + r.name + ": replay input " + std::to_string(i) +
+                                  " differs in shape or dtype from the capture");
     }
   }
   auto call = c10::make_intrusive<ReplayCall>();

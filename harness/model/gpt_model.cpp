@@ -408,7 +408,7 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
 void GPTModel::end_step() { graph_runner_->end_step(); }
 
 std::vector<at::Tensor> GPTModel::run_iteration(const RegionFn& body,
-                                               const std::vector<at::Tensor>& inputs) {
+                                                const std::vector<at::Tensor>& inputs) {
   return graph_runner_->run_iteration(body, inputs);
 }
 

@@ -14,7 +14,8 @@ std::string_view to_string(RankState state) {
     case RankState::in_collective: return "in_collective";
     case RankState::finished: return "finished";
     case RankState::failed: return "failed";
-    case RankState::capturing: return "capturing";
+    case RankState::capturing:
+      return "capturing";
   }
   return "?";
 }

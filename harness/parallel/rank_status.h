@@ -14,7 +14,14 @@ namespace parity {
 // capturing: the rank's thread is capturing a CUDA graph (host code runs, no
 // collective completes): the supervisor's hang guard pauses for it; its peers'
 // collective timeouts still bound a capture that never ends.
-enum class RankState : std::int32_t { starting, running, in_collective, finished, failed, capturing };
+enum class RankState : std::int32_t {
+  starting,
+  running,
+  in_collective,
+  finished,
+  failed,
+  capturing
+};
 std::string_view to_string(RankState state);
 
 // Plain data only: it may live in shared memory between processes.

@@ -81,7 +81,7 @@ nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine) {
 }
 
 RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const CancelToken& cancel) {
-  single_intra_op_thread();  // this rank's thread: see there
+  single_intra_op_thread();            // this rank's thread: see there
   RankStatusScope this_rank(&status);  // GraphCaptureScope finds it here
   RankEnd end;
   auto failed = [&](const std::string& message, bool mismatch) {

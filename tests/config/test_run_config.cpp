@@ -297,8 +297,10 @@ TEST(RunConfigValidation, BackendIsARegisteredName) {
   // unavailable with the reason; with a GPU, valid.
   c.backend = "cuda";
   if (known.find("cuda") == std::string::npos) {
-    expect_only(c, "--backend cuda: not built into this parity (configure with "
-                   "-DPARITY_WITH_CUDA=ON against a LibTorch with CUDA; built: " + known + ")");
+    expect_only(c,
+                "--backend cuda: not built into this parity (configure with "
+                "-DPARITY_WITH_CUDA=ON against a LibTorch with CUDA; built: " +
+                    known + ")");
   } else if (const std::string why = make_backend("cuda")->unavailable_reason(); !why.empty()) {
     expect_only(c, "--backend cuda: " + why);
   } else {

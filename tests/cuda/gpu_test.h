@@ -5,8 +5,8 @@
 
 #include "cuda/cuda_device.h"
 
-#define PARITY_REQUIRE_GPU()                                                        \
-  do {                                                                              \
+#define PARITY_REQUIRE_GPU()                                                            \
+  do {                                                                                  \
     if (const std::string why = ::parity::gpu::cuda_unavailable_reason(); !why.empty()) \
-      GTEST_SKIP() << why;                                                          \
+      GTEST_SKIP() << why;                                                              \
   } while (0)

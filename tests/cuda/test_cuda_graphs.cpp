@@ -37,8 +37,7 @@ TrainingResult train(const ModelConfig& c) {
   return run_training(model, o);
 }
 
-class CudaGraphs
-    : public ::testing::TestWithParam<std::tuple<GraphMode, RecomputeKind>> {};
+class CudaGraphs : public ::testing::TestWithParam<std::tuple<GraphMode, RecomputeKind>> {};
 
 TEST_P(CudaGraphs, ReplaysReproduceEagerBitForBit) {
   PARITY_REQUIRE_GPU();

@@ -57,29 +57,36 @@ TEST_P(CudaOps, MatchThePlainCompositionsWithinTheBackendParityTolerance) {
   at::manual_seed(7);
   const auto o = at::TensorOptions().dtype(dtype);
   const std::int64_t s = 12, b = 2, np = 4, hn = 8, h = np * hn;
-  compare([](const Backend& be, const std::vector<at::Tensor>& in) {
-    return be.linear(in[0], in[1], in[2]);
-  }, {at::randn({s, b, h}, o), at::randn({3 * h, h}, o), at::randn({3 * h}, o)}, bound, "linear");
-  compare([](const Backend& be, const std::vector<at::Tensor>& in) {
-    return be.layer_norm(in[0], in[1], in[2], 1e-5);
-  }, {at::randn({s, b, h}, o), at::randn({h}, o), at::randn({h}, o)}, bound, "layer_norm");
-  compare([](const Backend& be, const std::vector<at::Tensor>& in) {
-    return be.rms_norm(in[0], in[1], 1e-5);
-  }, {at::randn({s, b, h}, o), at::randn({h}, o)}, bound, "rms_norm");
+  compare([](const Backend& be,
+             const std::vector<at::Tensor>& in) { return be.linear(in[0], in[1], in[2]); },
+          {at::randn({s, b, h}, o), at::randn({3 * h, h}, o), at::randn({3 * h}, o)}, bound,
+          "linear");
+  compare(
+      [](const Backend& be, const std::vector<at::Tensor>& in) {
+        return be.layer_norm(in[0], in[1], in[2], 1e-5);
+      },
+      {at::randn({s, b, h}, o), at::randn({h}, o), at::randn({h}, o)}, bound, "layer_norm");
+  compare([](const Backend& be,
+             const std::vector<at::Tensor>& in) { return be.rms_norm(in[0], in[1], 1e-5); },
+          {at::randn({s, b, h}, o), at::randn({h}, o)}, bound, "rms_norm");
   compare([](const Backend& be, const std::vector<at::Tensor>& in) { return be.gelu(in[0]); },
           {at::randn({s, b, h}, o)}, bound, "gelu");
   // Attention over CP-style global positions: two chunks, keys gathered.
   const at::Tensor q_pos = at::cat({at::arange(0, 6, at::kLong), at::arange(18, 24, at::kLong)});
   const at::Tensor k_pos = at::arange(0, 24, at::kLong);
-  compare([&](const Backend& be, const std::vector<at::Tensor>& in) {
-    const at::Device d = in[0].device();
-    return be.causal_attention(in[0], in[1], in[2], q_pos.to(d), k_pos.to(d), 0.35);
-  }, {at::randn({s, b, np, hn}, o), at::randn({24, b, np, hn}, o), at::randn({24, b, np, hn}, o)},
-          bound, "causal_attention");
-  compare([&](const Backend& be, const std::vector<at::Tensor>& in) {
-    const at::Tensor ids = at::randint(0, 20, {s, b}, at::kLong).to(in[0].device());
-    return be.embedding(ids, in[0]);
-  }, {at::randn({20, h}, o)}, bound, "embedding");
+  compare(
+      [&](const Backend& be, const std::vector<at::Tensor>& in) {
+        const at::Device d = in[0].device();
+        return be.causal_attention(in[0], in[1], in[2], q_pos.to(d), k_pos.to(d), 0.35);
+      },
+      {at::randn({s, b, np, hn}, o), at::randn({24, b, np, hn}, o), at::randn({24, b, np, hn}, o)},
+      bound, "causal_attention");
+  compare(
+      [&](const Backend& be, const std::vector<at::Tensor>& in) {
+        const at::Tensor ids = at::randint(0, 20, {s, b}, at::kLong).to(in[0].device());
+        return be.embedding(ids, in[0]);
+      },
+      {at::randn({20, h}, o)}, bound, "embedding");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOps,
