@@ -38,6 +38,17 @@ at::Device CudaBackend::device() const {
 
 std::string CudaBackend::unavailable_reason() const { return cuda_unavailable_reason(); }
 
+std::string CudaBackend::captured_collectives_limit(int ranks_on_host,
+                                                    bool ranks_are_threads) const {
+  if (!available_ || ranks_on_host <= 1) return {};
+  const int gpus = static_cast<int>(c10::cuda::device_count());
+  // NCCL (capturable) needs one GPU per rank; device_transport.h.
+  if (!ranks_are_threads && gpus >= ranks_on_host) return {};
+  return std::to_string(ranks_on_host) + (ranks_are_threads ? " thread" : " process") +
+         " ranks share " + std::to_string(gpus) +
+         " GPU(s), so their collectives go through the host, which a CUDA graph cannot capture";
+}
+
 at::Tensor CudaBackend::linear(const at::Tensor& x, const at::Tensor& weight,
                                const at::Tensor& bias) const {
   return bias.defined() ? at::linear(x, weight, bias) : at::linear(x, weight);

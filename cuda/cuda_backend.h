@@ -25,6 +25,7 @@ class CudaBackend final : public Backend {
   std::string_view transport_name() const override { return "cuda"; }
   at::Device device() const override;
   std::string unavailable_reason() const override;
+  std::string captured_collectives_limit(int ranks_on_host, bool ranks_are_threads) const override;
 
   at::Tensor linear(const at::Tensor& x, const at::Tensor& weight,
                     const at::Tensor& bias) const override;

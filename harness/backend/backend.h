@@ -168,6 +168,15 @@ class Backend {
   // empty when it can. Run validation turns a reason into a `backend` error
   // (exit 2) before anything launches.
   virtual std::string unavailable_reason() const { return {}; }
+  // Why a captured graph region cannot hold collectives when `ranks_on_host`
+  // ranks (threads of one process when `ranks_are_threads`) run on this host;
+  // empty when it can. Run validation rejects graphs whose captured regions
+  // issue collectives (tp or cp > 1) with it. The reference emulates capture on
+  // the host: always empty. The CUDA backend: ranks sharing a GPU move tensors
+  // through the host, which a stream capture cannot record.
+  virtual std::string captured_collectives_limit(int ranks_on_host, bool ranks_are_threads) const {
+    return {};
+  }
 
   // ---- primitive ops (all differentiable) ----
   // Each has a default plain-ATen composition (plain_ops.cpp, device-agnostic;

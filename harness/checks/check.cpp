@@ -16,6 +16,9 @@ namespace parity::checks {
 
 namespace {
 
+// The oracle every other backend is compared with (backend_parity).
+const char* const kReferenceBackend = "reference";
+
 std::vector<std::string> code_path_faults(const std::vector<std::string>& inject, int world) {
   std::vector<std::string> out;
   for (const std::string& spec : inject) {
@@ -103,6 +106,19 @@ CheckPlan plan_check(const RunConfig& scenario) {
         " ranks draws its masks from per-rank RNG streams (as Megatron's tracker does): "
         "sharded_reduction compares (e), the sharding without dropout, with (b) without dropout");
   }
+  if (scenario.backend != kReferenceBackend) {
+    p.f = p.a;
+    p.f->backend = kReferenceBackend;
+    if (scenario.dropout > 0) {
+      p.f->dropout = 0;
+      p.g = p.a;
+      p.g->dropout = 0;
+      p.notes.push_back("dropout masks come from different generators on " + scenario.backend +
+                        " and " + kReferenceBackend +
+                        ": backend_parity compares (g), the scenario without dropout, with (f), "
+                        "the same on the reference");
+    }
+  }
   return p;
 }
 
@@ -183,6 +199,12 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
   };
   if (plan.d) planned.push_back({"d", "scenario's sharding and recompute, no graphs", *plan.d});
   if (plan.e) planned.push_back({"e", "scenario's sharding, no recompute, no graphs, no dropout", *plan.e});
+  if (plan.f)
+    planned.push_back({"f",
+                       plan.g ? "scenario on the reference backend, no dropout"
+                              : "scenario on the reference backend",
+                       *plan.f});
+  if (plan.g) planned.push_back({"g", "scenario as given, no dropout", *plan.g});
   std::vector<CheckRun> runs;
   std::string alias_failure, alias_run;
   for (const Planned& p : planned) {
@@ -242,6 +264,8 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     view.a2 = &runs[3];
     view.d = run_named("d");
     view.e = run_named("e");
+    view.f = run_named("f");
+    view.g = run_named("g");
     for (const CheckRun& r : runs) view.all.push_back(&r);
     for (const Property* property : registered_properties())
       report.properties.push_back(property->evaluate(view, &report.metrics));

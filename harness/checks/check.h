@@ -1,7 +1,8 @@
 #pragma once
 // `parity check [SCENARIO.json]`: runs the scenario (a), the same global batch
 // on a single rank with no recompute and no graphs (b), the scenario's
-// sharding with recompute and graphs off (c) and (a) again, then evaluates the
+// sharding with recompute and graphs off (c) and (a) again (and, on a backend
+// other than the reference, the scenario on the reference (f)), then evaluates the
 // properties of contract.md section 5 that apply on this backend
 // (properties.h) and prints/writes the report (report.h). docs/cli.md,
 // docs/properties.md, docs/report-schema.md.
@@ -32,6 +33,11 @@ struct CheckPlan {
   // from per-rank RNG streams (Megatron's tracker), so a sharded run with dropout
   // is a different computation from one rank's. (b) then runs without dropout too.
   std::optional<RunConfig> e;
+  // (f): the scenario on the reference backend, backend_parity's reference when
+  // the scenario names another backend; without dropout when the scenario has
+  // dropout (the backends' generators draw different masks), and then
+  // (g): the scenario on its own backend without dropout, the side compared.
+  std::optional<RunConfig> f, g;
   std::vector<std::string> notes;  // e.g. why (a) runs without metrics
 };
 // validate_run_config as parity check applies it: under full-iteration graphs

@@ -1,6 +1,7 @@
 #pragma once
-// The cross-checks of contract.md section 5 that apply on the reference
-// backend, as pure functions over runs read back by parity check (run_data.h),
+// The cross-checks of contract.md section 5 that parity check evaluates
+// (scope_semantics is the property suite's; megatron_conformance tools/megatron's),
+// as pure functions over runs read back by parity check (run_data.h),
 // one file each under harness/checks/properties/ (each also registers a
 // Property: property.h). docs/properties.md says what each compares and with
 // which tolerance (tolerance.h: the one rule).
@@ -50,6 +51,12 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c);
 // an observed tensor, in run `run` (graph_replay's FAIL; no other property is
 // evaluated then).
 PropertyResult graph_replay_alias_failure(const std::string& run, const std::string& alias_failure);
+// `side` (a run on another backend) against `reference` (the same scenario on the
+// reference backend): steps, losses, gradient norms and metrics within the
+// dtype's backend tolerance; the observation sequence identical; observed values
+// (trace sums and sums of squares) within the tolerance in the phases that hold
+// values. SKIPs when nothing was compared.
+PropertyResult check_backend_parity(const CheckRun& side, const CheckRun& reference);
 PropertyResult check_determinism(const CheckRun& a, const CheckRun& again);
 // SKIPs when no group of any run has more than one member.
 PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& runs);
@@ -59,6 +66,7 @@ const Property& exactly_once_property();
 const Property& recompute_invariance_property();
 const Property& sharded_reduction_property();
 const Property& graph_replay_property();
+const Property& backend_parity_property();
 const Property& determinism_property();
 const Property& collective_symmetry_property();
 

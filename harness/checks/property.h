@@ -39,8 +39,8 @@ struct MetricComparison {
   bool ok = true;
 };
 
-// The runs of one parity check (check.h says what each is). d and e are null
-// when the plan has none; `all` lists every run in launch order.
+// The runs of one parity check (check.h says what each is). d, e, f and g are
+// null when the plan has none; `all` lists every run in launch order.
 struct CheckRuns {
   const CheckRun* a = nullptr;
   const CheckRun* b = nullptr;
@@ -48,6 +48,8 @@ struct CheckRuns {
   const CheckRun* a2 = nullptr;
   const CheckRun* d = nullptr;
   const CheckRun* e = nullptr;
+  const CheckRun* f = nullptr;
+  const CheckRun* g = nullptr;
   std::vector<const CheckRun*> all;
 };
 

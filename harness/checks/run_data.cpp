@@ -37,12 +37,22 @@ RankRun rank_run_from(const nlohmann::json& r) {
     out.steps.push_back(std::move(d));
   }
   if (r.contains("trace"))
-    for (const nlohmann::json& t : r["trace"])
-      out.trace.push_back({out.rank, t.at("step").get<std::int64_t>(),
-                           t.at("microbatch").get<std::int64_t>(), t.at("phase").get<std::string>(),
-                           t.at("site").get<std::string>(), t.at("kind").get<std::string>(),
-                           t.at("digest").get<std::string>(), t.value("grad_mode", false),
-                           t.value("requires_grad", false), t.value("aliases_accumulator", false)});
+    for (const nlohmann::json& t : r["trace"]) {
+      Observation o{out.rank,
+                    t.at("step").get<std::int64_t>(),
+                    t.at("microbatch").get<std::int64_t>(),
+                    t.at("phase").get<std::string>(),
+                    t.at("site").get<std::string>(),
+                    t.at("kind").get<std::string>(),
+                    t.at("digest").get<std::string>(),
+                    t.value("grad_mode", false),
+                    t.value("requires_grad", false),
+                    t.value("aliases_accumulator", false)};
+      o.numel = t.value("numel", std::int64_t{-1});
+      if (t.contains("sum")) o.sum = number_or_nan(t["sum"]);
+      if (t.contains("sum_sq")) o.sum_sq = number_or_nan(t["sum_sq"]);
+      out.trace.push_back(std::move(o));
+    }
   if (r.contains("collectives"))
     for (const auto& [axis, g] : r["collectives"].items())
       out.collectives[axis] = {g.at("ranks").get<std::vector<int>>(), g.at("calls").get<std::int64_t>(),

@@ -3,6 +3,7 @@
 // results of the rank program "model" (loss, digests, gradient norms, metric
 // results), the observation trace and the collective call hashes per group.
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -29,6 +30,12 @@ struct Observation {
   bool grad_mode = false;  // at::GradMode at the notification
   bool requires_grad = false;        // the observed tensor's flag
   bool aliases_accumulator = false;  // shares storage with the accumulator observed just before
+  // The trace summary (fp64 accumulation): what backend_parity compares across
+  // backends, where digests cannot match. NaN when the record has none (a device
+  // tensor inside a stream capture holds nothing yet).
+  std::int64_t numel = -1;
+  double sum = std::numeric_limits<double>::quiet_NaN();
+  double sum_sq = std::numeric_limits<double>::quiet_NaN();
 };
 
 using MetricKey = std::pair<std::string, std::string>;  // (metric, label)

@@ -29,14 +29,17 @@ Tolerances tolerances_for(const RunConfig& config) {
     case DType::fp64:
       t.gradient = 1e-12;
       t.metric = 1e-10;
+      t.backend = 1e-10;
       break;
     case DType::fp32:
       t.gradient = 1e-6;
       t.metric = 1e-5;
+      t.backend = 1e-5;
       break;
     case DType::bf16:
       t.gradient = 1e-2;
       t.metric = 5e-2;
+      t.backend = 2e-2;
       break;
   }
   t.basis = std::string(to_string(t.precision));

@@ -175,8 +175,21 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     else
       add("backend",
           "unknown backend (known: " + (known.empty() ? "none registered" : known) + ")");
-  } else if (const std::string why = make_backend(c.backend)->unavailable_reason(); !why.empty()) {
-    add("backend", why);
+  } else if (const std::unique_ptr<Backend> backend = make_backend(c.backend);
+             !backend->unavailable_reason().empty()) {
+    add("backend", backend->unavailable_reason());
+  } else if (c.graphs != GraphOption::none && (c.tp > 1 || c.cp > 1) &&
+             c.launch != LaunchMode::env && sizes_ok) {
+    // The captured regions (a layer; the whole forward and backward) issue the
+    // tp/cp collectives. Under env launch the ranks per host are not known here:
+    // the transport refuses a host collective under capture at run time.
+    const std::string limit = backend->captured_collectives_limit(static_cast<int>(world),
+                                                                  c.launch == LaunchMode::threads);
+    if (!limit.empty())
+      add("graphs", "the captured regions hold the tp/cp collectives, but on " + c.backend + " " +
+                        limit +
+                        " (use tp = cp = 1 with graphs here, or one rank per GPU: --launch env "
+                        "under torchrun)");
   }
 
   // Output files: their folder must exist, so a long run does not end in a write error.

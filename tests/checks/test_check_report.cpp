@@ -107,8 +107,9 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
   ASSERT_EQ(r["runs"].size(), 4u);
   for (const auto& run : r["runs"])
     for (const char* k : {"name", "title", "config", "seconds"}) EXPECT_TRUE(run.contains(k)) << k;
-  const std::vector<std::string> names = {"exactly_once", "recompute_invariance", "sharded_reduction",
-                                          "graph_replay", "determinism", "collective_symmetry"};
+  const std::vector<std::string> names = {
+      "exactly_once",   "recompute_invariance", "sharded_reduction",  "graph_replay",
+      "backend_parity", "determinism",          "collective_symmetry"};
   ASSERT_EQ(r["properties"].size(), names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const auto& p = r["properties"][i];

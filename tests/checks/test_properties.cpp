@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "harness/checks/properties.h"
@@ -278,6 +279,7 @@ TEST(Tolerances, FollowTheLowestPrecisionTheComputationRunsIn) {
   EXPECT_EQ(tolerances_for(c).precision, DType::fp64);
   EXPECT_EQ(tolerances_for(c).gradient, 1e-12);
   EXPECT_EQ(tolerances_for(c).metric, 1e-10);
+  EXPECT_EQ(tolerances_for(c).backend, 1e-10);
   c.fp32_residual = true;  // fp64 model, fp32 residual stream: fp32's rounding
   EXPECT_EQ(tolerances_for(c).precision, DType::fp32);
   EXPECT_EQ(tolerances_for(c).gradient, 1e-6);
@@ -286,6 +288,7 @@ TEST(Tolerances, FollowTheLowestPrecisionTheComputationRunsIn) {
   c.dtype = DType::bf16;  // an fp32 residual stream does not lift bf16
   EXPECT_EQ(tolerances_for(c).precision, DType::bf16);
   EXPECT_EQ(tolerances_for(c).gradient, 1e-2);
+  EXPECT_EQ(tolerances_for(c).backend, 2e-2);
   c.dtype = DType::fp32;
   EXPECT_EQ(tolerances_for(c).precision, DType::fp32);
   EXPECT_EQ(tolerances_for(c).basis, "fp32");
@@ -394,9 +397,85 @@ TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
 TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
   std::vector<std::string> names;
   for (const Property* p : registered_properties()) names.emplace_back(p->name());
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"exactly_once", "recompute_invariance", "sharded_reduction",
-                                      "graph_replay", "determinism", "collective_symmetry"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"exactly_once", "recompute_invariance",
+                                             "sharded_reduction", "graph_replay", "backend_parity",
+                                             "determinism", "collective_symmetry"}));
+}
+
+// backend_parity on hand-built runs: (a) on another backend, (f) the reference.
+// Every observation gets a summary; the backend's values move by `rel`.
+std::pair<CheckRun, CheckRun> backend_runs(double rel = 0) {
+  CheckRun a = eager_run("a"), f = eager_run("f");
+  a.config.backend = "cuda";
+  for (CheckRun* r : {&a, &f})
+    for (Observation& o : r->ranks[0].trace) {
+      o.numel = 100;
+      o.sum = 3;
+      o.sum_sq = 50;
+    }
+  for (Observation& o : a.ranks[0].trace) o.sum_sq *= 1 + rel;
+  return {a, f};
+}
+
+TEST(Properties, BackendParityPassesWithinTheDtypeTolerance) {
+  auto [a, f] = backend_runs(2e-6);  // fp32: rel 1e-5
+  a.ranks[0].steps[1].loss *= 1 + 3e-6;
+  const PropertyResult p = check_backend_parity(a, f);
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  EXPECT_NE(p.reason.find("cuda vs reference) within fp32 rel 1e-05"), std::string::npos)
+      << p.reason;
+  // The hand-built runs share their digests: every observation counts as bitwise.
+  EXPECT_EQ(p.note, "14 of 14 observations bitwise equal");
+}
+
+TEST(Properties, BackendParityFailsNamingTheWorstValue) {
+  auto [a, f] = backend_runs();
+  a.ranks[0].trace[3].sum_sq *= 1 + 1e-3;  // mlp_output of step 0
+  const PropertyResult p = check_backend_parity(a, f);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("step 0 mb 0 eager decoder.layers.0.mlp.mlp_output sum of squares"),
+            std::string::npos)
+      << p.reason;
+  EXPECT_EQ(p.worst_site, "decoder.layers.0.mlp.mlp_output");
+  ASSERT_TRUE(p.max_rel.has_value());
+  EXPECT_NEAR(*p.max_rel, 1e-3, 1e-9);
+}
+
+TEST(Properties, BackendParityFailsOnADifferentObservationSequence) {
+  auto [a, f] = backend_runs();
+  std::swap(a.ranks[0].trace[1], a.ranks[0].trace[2]);
+  const PropertyResult p = check_backend_parity(a, f);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("rank 0 observation 1: step 0 mb 0 eager "
+                          "decoder.layers.0.self_attention.attention_context in (a)"),
+            std::string::npos)
+      << p.reason;
+  a = backend_runs().first;
+  a.ranks[0].steps[0].metrics.clear();
+  EXPECT_NE(check_backend_parity(a, f).reason.find("missing in (a)"), std::string::npos);
+}
+
+// A sum may cancel to about zero: its error is judged against sqrt(n) * L2
+// (each of n terms within rel tol), not against the sum itself.
+TEST(Properties, BackendParityJudgesSumsAgainstTheirTerms) {
+  auto [a, f] = backend_runs();
+  f.ranks[0].trace[0].sum = 0;
+  a.ranks[0].trace[0].sum = 5e-4;  // sqrt(100) * sqrt(50) * 1e-5 = 7.07e-4
+  EXPECT_EQ(check_backend_parity(a, f).status, Status::pass) << check_backend_parity(a, f).reason;
+  a.ranks[0].trace[0].sum = 1e-3;
+  EXPECT_EQ(check_backend_parity(a, f).status, Status::fail);
+}
+
+// Inside a stream capture a device tensor holds nothing yet: only the
+// sequence is compared in the capture and replay phases.
+TEST(Properties, BackendParityComparesNoValuesInsideACapture) {
+  auto [a, f] = backend_runs();
+  for (CheckRun* r : {&a, &f}) r->ranks[0].trace[2].phase = "capture";
+  a.ranks[0].trace[2].sum = a.ranks[0].trace[2].sum_sq = NAN;
+  a.ranks[0].trace[2].numel = 0;
+  EXPECT_EQ(check_backend_parity(a, f).status, Status::pass) << check_backend_parity(a, f).reason;
+  f.ranks[0].trace[2].phase = "replay";
+  EXPECT_EQ(check_backend_parity(a, f).status, Status::fail);
 }
 
 }  // namespace

@@ -310,6 +310,48 @@ TEST(RunConfigValidation, BackendIsARegisteredName) {
             "reference");
 }
 
+// A backend that cannot capture collectives of ranks sharing a device (the CUDA
+// backend's thread ranks on one GPU): graphs whose captured regions hold tp/cp
+// collectives are rejected before launch, with the backend's reason.
+class CaptureLimitedBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "capture-limited"; }
+  std::string_view transport_name() const override { return "gloo"; }
+  std::string captured_collectives_limit(int ranks, bool threads) const override {
+    return threads ? std::to_string(ranks) + " thread ranks share 1 device" : "";
+  }
+  std::unique_ptr<RngTracker> make_rng_tracker() const override {
+    return make_backend("reference")->make_rng_tracker();
+  }
+};
+const BackendRegistrar kCaptureLimited("capture-limited",
+                                       [] { return std::make_unique<CaptureLimitedBackend>(); });
+
+TEST(RunConfigValidation, GraphsOverCollectivesTheBackendCannotCaptureAreRejected) {
+  RunConfig c;
+  c.backend = "capture-limited";
+  c.tp = 2;
+  c.cp = 1;
+  c.dp = 2;
+  c.graphs = GraphOption::per_layer;
+  expect_only(c,
+              "--graphs per-layer: the captured regions hold the tp/cp collectives, but on "
+              "capture-limited 4 thread ranks share 1 device (use tp = cp = 1 with graphs here, "
+              "or one rank per GPU: --launch env under torchrun)");
+  c.tp = 1;  // the captured layers issue no collective (dp reduces after the step)
+  c.sp = false;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.tp = 2;
+  c.graphs = GraphOption::none;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.graphs = GraphOption::full_iteration;
+  c.launch = LaunchMode::processes;  // the backend says processes may
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.backend = "reference";  // emulated capture: no limit
+  c.launch = LaunchMode::threads;
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
 TEST(RunConfigValidation, OutputFoldersMustExist) {
   RunConfig c;
   c.report = "/nonexistent-parity-dir/r.json";

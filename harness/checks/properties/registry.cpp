@@ -7,8 +7,10 @@ namespace parity::checks {
 
 const std::vector<const Property*>& registered_properties() {
   static const std::vector<const Property*> properties = {
-      &exactly_once_property(), &recompute_invariance_property(), &sharded_reduction_property(),
-      &graph_replay_property(), &determinism_property(),          &collective_symmetry_property(),
+      &exactly_once_property(),        &recompute_invariance_property(),
+      &sharded_reduction_property(),   &graph_replay_property(),
+      &backend_parity_property(),      &determinism_property(),
+      &collective_symmetry_property(),
   };
   return properties;
 }
