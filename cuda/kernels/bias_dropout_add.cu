@@ -1,5 +1,7 @@
 #include "cuda/kernels/bias_dropout_add.h"
 
+#include <algorithm>
+
 #include "cuda/kernels/device_widen.cuh"
 #include "cuda/kernels/reduction_order.h"
 

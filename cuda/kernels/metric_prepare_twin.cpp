@@ -1,5 +1,6 @@
 #include "cuda/kernels/metric_prepare_twin.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "cuda/kernels/reduction_order.h"

@@ -13,7 +13,6 @@
 //      t, t + kThreads, ...), then steps 2 and 3.
 // The grid size is a function of the element count alone (never of the device),
 // so the order, and with it every bit of the result, is fixed by n.
-#include <algorithm>
 #include <cstdint>
 
 #include "cuda/kernels/host_device.h"
@@ -32,13 +31,27 @@ inline constexpr std::int64_t kMaxBlocks = 1024;
 template <typename T>
 inline constexpr std::int64_t kVector = kVectorBytes / static_cast<std::int64_t>(sizeof(T));
 
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+PARITY_HD inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // Blocks of the first pass over n elements of `element_bytes` each: one vector
 // per thread at least, at most kMaxBlocks; 0 for n == 0.
-inline std::int64_t reduction_blocks(std::int64_t n, std::int64_t element_bytes) {
-  const std::int64_t vectors = ceil_div(n, kVectorBytes / element_bytes);
-  return std::min(ceil_div(vectors, kThreads), kMaxBlocks);
+PARITY_HD inline std::int64_t reduction_blocks(std::int64_t n, std::int64_t element_bytes) {
+  const std::int64_t blocks = ceil_div(ceil_div(n, kVectorBytes / element_bytes), kThreads);
+  return blocks < kMaxBlocks ? blocks : kMaxBlocks;
+}
+
+// A batch of reductions in one launch: item k's blocks are [first_block[k],
+// first_block[k] + reduction_blocks(ns[k])) of one grid, each item reduced in
+// its own order above (as if alone). Fills first_block[0, count); returns the
+// grid's block count.
+inline std::int64_t batch_first_blocks(const std::int64_t* ns, int count,
+                                       std::int64_t element_bytes, std::int64_t* first_block) {
+  std::int64_t total = 0;
+  for (int k = 0; k < count; ++k) {
+    first_block[k] = total;
+    total += reduction_blocks(ns[k], element_bytes);
+  }
+  return total;
 }
 
 // Step 2 and 3 on the host: fold the kThreads partials of one block as the

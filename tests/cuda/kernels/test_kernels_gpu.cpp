@@ -16,6 +16,7 @@
 #include "cuda/kernels/dimwise_sums.h"
 #include "cuda/kernels/dimwise_sums_twin.h"
 #include "cuda/kernels/metric_prepare.h"
+#include "cuda/kernels/metric_prepare_batch.h"
 #include "cuda/kernels/metric_prepare_twin.h"
 #include "cuda/kernels/widen.h"
 
@@ -139,6 +140,49 @@ void check_prepare(std::size_t n, bool specials, std::size_t misalign) {
   EXPECT_EQ(got.inf_count, want.inf_count) << what;
 }
 
+// A batch (empty items, uneven sizes, misaligned starts: the items lie back to
+// back in one buffer) gives each item its single launch's bits, i.e. its twin's.
+template <typename H>
+void check_batch(bool specials) {
+  using R = MetricPrepareResult<Acc<H>>;
+  using Item = MetricPrepareItem<Dev<H>, Acc<H>>;
+  const std::vector<std::int64_t> ns = {0, 1000, 0, 33, 65537, 1, (1 << 20) + 3, 0, 7};
+  std::vector<std::int64_t> offsets, first_block(ns.size());
+  std::int64_t total = 0;
+  for (const std::int64_t n : ns) {
+    offsets.push_back(total);
+    total += n;
+  }
+  const std::vector<H> host = random_values<H>(static_cast<std::size_t>(total), 5, specials);
+  DeviceBuffer<H> x(host.size());
+  upload(x, host);
+  const int count = static_cast<int>(ns.size());
+  const std::int64_t blocks = batch_first_blocks(ns.data(), count, sizeof(H), first_block.data());
+  DeviceBuffer<R> out(ns.size());
+  std::vector<Item> items;
+  for (int k = 0; k < count; ++k)
+    items.push_back(Item{reinterpret_cast<const Dev<H>*>(x.get() + offsets[k]), ns[k],
+                         out.get() + k, first_block[k]});
+  DeviceBuffer<Item> items_device(items.size());
+  upload(items_device, items);
+  DeviceBuffer<R> workspace(static_cast<std::size_t>(blocks));
+  PARITY_CUDA_OK(
+      launch_metric_prepare_batch(items_device.get(), count, blocks, workspace.get(), nullptr));
+  PARITY_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<R> got = download(out.get(), ns.size());
+  for (int k = 0; k < count; ++k) {
+    const R want = metric_prepare_twin(host.data() + offsets[k], ns[k]);
+    const std::string what = "item " + std::to_string(k) + " n=" + std::to_string(ns[k]);
+    EXPECT_TRUE(same_bits(got[k].sum_squares, want.sum_squares)) << what;
+    EXPECT_TRUE(same_bits(got[k].sum, want.sum)) << what;
+    EXPECT_TRUE(same_bits(got[k].min, want.min)) << what;
+    EXPECT_TRUE(same_bits(got[k].max, want.max)) << what;
+    EXPECT_TRUE(same_bits(got[k].abs_max, want.abs_max)) << what;
+    EXPECT_EQ(got[k].nan_count, want.nan_count) << what;
+    EXPECT_EQ(got[k].inf_count, want.inf_count) << what;
+  }
+}
+
 template <typename H>
 void check_dimwise(std::int64_t rows, std::int64_t cols, bool specials) {
   const auto n = static_cast<std::size_t>(rows * cols);
@@ -200,6 +244,11 @@ TYPED_TEST(KernelsVsTwins, MetricPrepareBitForBit) {
   for (const std::size_t n : {0, 1, 7, 31, 33, 1000, 65537, 1 << 22, (1 << 26) + 5})
     for (const bool specials : {false, true})
       for (const std::size_t misalign : {0, 1}) check_prepare<TypeParam>(n, specials, misalign);
+}
+
+TYPED_TEST(KernelsVsTwins, BatchedMetricPrepareBitForBit) {
+  PARITY_REQUIRE_CUDA_DEVICE();
+  for (const bool specials : {false, true}) check_batch<TypeParam>(specials);
 }
 
 TYPED_TEST(KernelsVsTwins, RowAndColumnSumsBitForBit) {

@@ -144,6 +144,24 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, MetricPrepareTwin,
                          ::testing::Values(at::kFloat, at::kBFloat16, at::kDouble),
                          [](const auto& info) { return std::string(c10::toString(info.param)); });
 
+// A batched launch gives item k the blocks its single launch would have, after
+// the earlier items' (empty items take none), so its order is the single one's.
+TEST(MetricPrepareBatchLayout, GivesEachItemItsSingleLaunchBlocks) {
+  const std::int64_t ns[] = {0, 1000, 0, 5000000, 4097, 0};
+  std::int64_t first[6];
+  const std::int64_t total = batch_first_blocks(ns, 6, sizeof(float), first);
+  std::int64_t expected = 0;
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(first[k], expected) << k;
+    expected += reduction_blocks(ns[k], sizeof(float));
+  }
+  EXPECT_EQ(total, expected);
+  EXPECT_EQ(reduction_blocks(5000000, sizeof(float)), kMaxBlocks);  // capped, not n-sized
+  EXPECT_EQ(reduction_blocks(4097, sizeof(float)), 5);              // ceil(1025 vectors / 256)
+  EXPECT_EQ(reduction_blocks(4097, 2), 3);                          // 513 bf16 vectors of 8
+  EXPECT_EQ(total, 1 + kMaxBlocks + 5);
+}
+
 // Row and column sums of squares: the dimwise metrics' prepare.
 class DimwiseSumsTwin : public ::testing::TestWithParam<at::ScalarType> {};
 
