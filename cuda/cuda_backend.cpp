@@ -1,15 +1,20 @@
 #include "cuda/cuda_backend.h"
 
 #include <ATen/ATen.h>
+
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cstddef>
+#include <type_traits>
 
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_graph_runner.h"
+#include "cuda/kernels/metric_prepare.h"
 #include "harness/backend/generator_rng_tracker.h"
 #include "harness/backend/registry.h"
+#include "harness/backend/tensor_statistics.h"
 
 namespace parity::gpu {
 namespace {
@@ -37,6 +42,57 @@ at::Device CudaBackend::device() const {
 }
 
 std::string CudaBackend::unavailable_reason() const { return cuda_unavailable_reason(); }
+
+namespace {
+
+// Runs the fused prepare of x (contiguous, on the current stream) and views its
+// MetricPrepareResult<Acc> as the 0-dim tensors of TensorStatistics: no copy to
+// the host, nothing synchronizes.
+template <typename Acc, typename Element>
+TensorStatistics fused_statistics(const at::Tensor& x, const Element* data) {
+  using Result = kernels::MetricPrepareResult<Acc>;
+  const auto bytes = at::TensorOptions().dtype(at::kByte).device(x.device());
+  const std::int64_t n = x.numel();
+  at::Tensor result = at::empty({static_cast<std::int64_t>(sizeof(Result))}, bytes);
+  at::Tensor workspace = at::empty(
+      {static_cast<std::int64_t>(kernels::metric_prepare_workspace_bytes<Acc>(n, sizeof(Element)))},
+      bytes);
+  const cudaError_t err = kernels::launch_metric_prepare(
+      data, n, reinterpret_cast<Result*>(result.data_ptr()), workspace.data_ptr(),
+      at::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "metric prepare kernel: ", cudaGetErrorString(err));
+  const at::ScalarType acc = std::is_same<Acc, double>::value ? at::kDouble : at::kFloat;
+  const at::Tensor values = result.narrow(0, 0, 5 * sizeof(Acc)).view(acc);
+  const at::Tensor counts =
+      result.narrow(0, offsetof(Result, nan_count), 2 * sizeof(std::int64_t)).view(at::kLong);
+  TensorStatistics s;
+  s.sum_sq = values[0];
+  s.sum = values[1];
+  s.min = values[2];
+  s.max = values[3];
+  s.abs_max = values[4];
+  s.nan_count = counts[0].to(at::kDouble);
+  s.inf_count = counts[1].to(at::kDouble);
+  return s;
+}
+
+}  // namespace
+
+TensorStatistics CudaBackend::tensor_statistics(const at::Tensor& x) const {
+  if (!x.is_cuda()) return Backend::tensor_statistics(x);
+  // The kernel reads contiguous memory (docs/kernels.md); a strided view is copied.
+  const at::Tensor c = x.contiguous();
+  switch (c.scalar_type()) {
+    case at::kFloat:
+      return fused_statistics<float>(c, c.data_ptr<float>());
+    case at::kDouble:
+      return fused_statistics<double>(c, c.data_ptr<double>());
+    case at::kBFloat16:
+      return fused_statistics<float>(c, reinterpret_cast<const __nv_bfloat16*>(c.data_ptr()));
+    default:
+      return Backend::tensor_statistics(x);
+  }
+}
 
 std::string CudaBackend::captured_collectives_limit(int ranks_on_host,
                                                     bool ranks_are_threads) const {

@@ -37,6 +37,9 @@ class CudaBackend final : public Backend {
                               double scale) const override;
   at::Tensor gelu(const at::Tensor& x) const override;
   at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const override;
+  // The fused one-read kernel (cuda/kernels/metric_prepare.h) on the rank's
+  // stream for fp32, bf16 and fp64 CUDA tensors; the default otherwise.
+  TensorStatistics tensor_statistics(const at::Tensor& x) const override;
 
   std::unique_ptr<RngTracker> make_rng_tracker() const override;
   std::unique_ptr<GraphRunner> make_graph_runner() const override;

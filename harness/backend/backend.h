@@ -28,6 +28,9 @@ class Tensor;
 struct Generator;
 using c10::Device;
 }  // namespace at
+namespace parity {
+struct TensorStatistics;  // tensor_statistics.h
+}  // namespace parity
 
 namespace parity {
 
@@ -245,6 +248,14 @@ class Backend {
   virtual std::vector<at::Tensor> gather_context_parallel_kv(const at::Tensor& k,
                                                              const at::Tensor& v,
                                                              Communicator& cp) const;
+
+  // ---- metric prepare ----
+  // The logical statistics of a non-empty observed tensor in one read
+  // (tensor_statistics.h); nothing synchronizes with the host. Default: ATen
+  // reductions of x in its accumulation dtype, the ops the logical metrics use
+  // one by one (the reference's values, bit for bit); the CUDA backend runs
+  // the fused one-read kernel.
+  virtual TensorStatistics tensor_statistics(const at::Tensor& x) const;
 
   // ---- hooks ----
   // A fresh tracker for one rank (each rank owns its generators).

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "harness/backend/backend.h"
+#include "harness/backend/tensor_statistics.h"
 
 namespace parity {
 
@@ -100,6 +101,19 @@ at::Tensor Backend::embedding(const at::Tensor& ids, const at::Tensor& weight) c
   std::vector<std::int64_t> shape(ids.sizes().begin(), ids.sizes().end());
   shape.push_back(weight.size(1));
   return weight.index_select(0, ids.reshape({-1})).view(shape);
+}
+
+TensorStatistics Backend::tensor_statistics(const at::Tensor& x) const {
+  const at::Tensor a = x.to(accumulation_dtype(x.scalar_type()));
+  TensorStatistics s;
+  s.sum_sq = (a * a).sum();
+  s.sum = a.sum();
+  s.min = a.min();
+  s.max = a.max();
+  s.abs_max = a.abs().max();
+  s.nan_count = a.isnan().sum().to(at::kDouble);
+  s.inf_count = a.isinf().sum().to(at::kDouble);
+  return s;
 }
 
 }  // namespace parity

@@ -205,7 +205,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
   std::unique_ptr<MetricExecutor> executor;
   if (!config.metrics.empty()) {
     collector = std::make_unique<MetricCollector>(make_metrics(parse_metric_names(config.metrics)),
-                                                  ctx.topology, ctx.rank);
+                                                  ctx.topology, ctx.rank, backend.get());
     executor = std::make_unique<MetricExecutor>(ctx.groups);
   }
 

@@ -60,8 +60,9 @@ std::string layer_label(const std::string& site_name) {
 }
 
 MetricCollector::MetricCollector(std::vector<std::shared_ptr<const Metric>> metrics,
-                                 const ParallelTopology& topology, int rank)
+                                 const ParallelTopology& topology, int rank, const Backend* backend)
     : metrics_(std::move(metrics)),
+      backend_(backend),
       topology_(topology),
       coordinates_(topology.coordinates(rank)),
       prepared_(metrics_.size()) {}
@@ -116,6 +117,12 @@ void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& t
   if (batch_dim && tensor.dim() > 0)
     input.batch_dim = *batch_dim < 0 ? *batch_dim + tensor.dim() : *batch_dim;
   at::NoGradGuard no_grad;
+  std::optional<TensorStatistics> statistics;  // one read per observation, on first use
+  if (backend_ && tensor.defined())
+    input.statistics = [&]() -> const TensorStatistics& {
+      if (!statistics) statistics = backend_->tensor_statistics(tensor.detach());
+      return *statistics;
+    };
   bool any = false;
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     if (!metrics_[m]->accepts(site.kind)) continue;

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/backend/backend.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric.h"
 #include "harness/observation/execution_point.h"
@@ -62,8 +63,11 @@ std::string layer_label(const std::string& site_name);
 
 class MetricCollector {
  public:
+  // `backend` (may be null; must outlive the collector): each observation's
+  // statistics come from its tensor_statistics in one read, shared by the
+  // logical metrics (MetricInput::statistics). Null: each metric reduces alone.
   MetricCollector(std::vector<std::shared_ptr<const Metric>> metrics,
-                  const ParallelTopology& topology, int rank);
+                  const ParallelTopology& topology, int rank, const Backend* backend = nullptr);
 
   // The union of the metrics' kinds (the capture scope's kind set).
   KindSet kinds() const;
@@ -96,6 +100,7 @@ class MetricCollector {
   };
 
   std::vector<std::shared_ptr<const Metric>> metrics_;
+  const Backend* backend_ = nullptr;
   ParallelTopology topology_;
   RankCoordinates coordinates_;
   std::vector<std::map<std::string, SiteValues>> prepared_;  // per metric, by site name

@@ -23,8 +23,9 @@ class LogicalReductionMetric final : public Metric {
     p.placeholder = input.placeholder;
     p.shape.assign(x.sizes().begin(), x.sizes().end());
     p.batch_dim = input.batch_dim;
-    p.value = input.placeholder || x.numel() == 0
-                  ? identity(dtype)
+    p.value = input.placeholder || x.numel() == 0 ? identity(dtype)
+              : input.statistics
+                  ? from_statistics(input.statistics(), x.numel()).to(dtype)
                   : contribution(x.to(accumulation_dtype(x.scalar_type()))).to(dtype);
     // Fault prepare-aliases-buffer: max/min keep a view of the extreme element
     // instead of a copy (a graph's static buffer is overwritten before finalize).
@@ -99,6 +100,32 @@ class LogicalReductionMetric final : public Metric {
       case LogicalStatistic::rms: return at::stack({(x * x).sum(), count});
       case LogicalStatistic::nan_count: return x.isnan().sum().to(at::kDouble).reshape({1});
       case LogicalStatistic::inf_count: return x.isinf().sum().to(at::kDouble).reshape({1});
+    }
+    throw std::invalid_argument("unknown statistic");
+  }
+  // contribution() from the observation's one-read statistics (the same
+  // reductions, so the same values on the reference).
+  at::Tensor from_statistics(const TensorStatistics& s, std::int64_t numel) const {
+    const auto count = [&](const at::Tensor& like) {
+      return at::full({}, static_cast<double>(numel), like.options());
+    };
+    switch (statistic_) {
+      case LogicalStatistic::l2:
+        return s.sum_sq.reshape({1});
+      case LogicalStatistic::max:
+        return s.max.reshape({1});
+      case LogicalStatistic::abs_max:
+        return s.abs_max.reshape({1});
+      case LogicalStatistic::min:
+        return s.min.reshape({1});
+      case LogicalStatistic::mean:
+        return at::stack({s.sum, count(s.sum)});
+      case LogicalStatistic::rms:
+        return at::stack({s.sum_sq, count(s.sum_sq)});
+      case LogicalStatistic::nan_count:
+        return s.nan_count.reshape({1});
+      case LogicalStatistic::inf_count:
+        return s.inf_count.reshape({1});
     }
     throw std::invalid_argument("unknown statistic");
   }

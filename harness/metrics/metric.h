@@ -19,6 +19,7 @@
 
 #include <ATen/ATen.h>
 
+#include "harness/backend/tensor_statistics.h"  // accumulation_dtype, TensorStatistics
 #include "harness/metrics/placement.h"
 #include "harness/observation/source_kind.h"
 #include "harness/parallel/collective.h"
@@ -40,6 +41,11 @@ struct MetricInput {
   AxisPlacements placements;
   bool placeholder = false;  // an Owned axis names another rank: contribute the identity
   std::optional<std::int64_t> batch_dim;  // normalized; microbatches concatenate along it
+  // The observation's statistics in one read (Backend::tensor_statistics),
+  // computed on first use and shared by every logical metric of the
+  // observation; empty when the collector has no backend (metrics then reduce
+  // the tensor themselves). Never called for a placeholder or an empty tensor.
+  std::function<const TensorStatistics&()> statistics;
 };
 
 // The compacted observation. `value` is metric-specific (a contribution vector,
@@ -116,10 +122,5 @@ struct MetricResult {
   std::string label;  // "decoder.layers.3" or "global"
   double value = 0;
 };
-
-// fp64 stays fp64; everything else (fp32, bf16, fp16, integers) accumulates in fp32.
-inline at::ScalarType accumulation_dtype(at::ScalarType observed) {
-  return observed == at::kDouble ? at::kDouble : at::kFloat;
-}
 
 }  // namespace parity

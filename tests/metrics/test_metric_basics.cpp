@@ -9,6 +9,8 @@
 #include <limits>
 #include <map>
 
+#include "harness/backend/backend.h"
+#include "harness/backend/tensor_statistics.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/dimwise_metrics.h"
@@ -391,6 +393,65 @@ TEST(MetricExecutor, SingleRankIssuesNoCollectiveAndMatchesDirectComputation) {
               at::cat({col_l2(a), col_l2(b)}).mean().item<double>(), 1e-12);
   EXPECT_NEAR(r["mean-row-l2@global"], both.reshape({-1, 3}).norm(2, {1}).mean().item<double>(),
               1e-12);
+}
+
+// ---------------------------------------------------------------- one-read statistics
+// A backend whose statistics hook counts its calls and, when `skew`, reports
+// four times the sum of squares (so l2 and rms double): the logical metrics
+// read the hook, once per observation.
+class StatisticsBackend final : public Backend {
+ public:
+  explicit StatisticsBackend(bool skew) : skew_(skew) {}
+  std::string_view name() const override { return "statistics-test"; }
+  std::string_view transport_name() const override { return "gloo"; }
+  std::unique_ptr<RngTracker> make_rng_tracker() const override { return nullptr; }
+  TensorStatistics tensor_statistics(const at::Tensor& x) const override {
+    ++calls;
+    TensorStatistics s = Backend::tensor_statistics(x);
+    if (skew_) s.sum_sq = s.sum_sq * 4;
+    return s;
+  }
+  mutable int calls = 0;
+
+ private:
+  bool skew_;
+};
+
+std::map<std::string, double> every_statistic_of_three_observations(const Backend* backend) {
+  MetricCollector c(every_statistic(SourceKind::residual_accumulator, LabelScope::layer),
+                    ParallelTopology(1, 1, 1), 0, backend);
+  Owner l0("decoder.layers.0"), l1("decoder.layers.1");
+  at::manual_seed(3);
+  at::Tensor a = at::randn({5, 4, 3}, at::kFloat).to(at::kBFloat16);
+  at::Tensor b = at::randn({5, 2, 3}, at::kFloat);
+  b[1][1][2] = std::numeric_limits<float>::infinity();
+  c.observe(l0, "residual_accumulator", SourceKind::residual_accumulator, a, std::nullopt, 0, 1,
+            {0, 0, GraphPhase::eager});
+  c.observe(l0, "residual_accumulator", SourceKind::residual_accumulator, a.narrow(1, 0, 0),
+            std::nullopt, 0, 1, {0, 1, GraphPhase::eager});  // empty: the identity, no read
+  c.observe(l1, "residual_accumulator", SourceKind::residual_accumulator, b, std::nullopt, 0, 1,
+            {0, 0, GraphPhase::eager});
+  RankGroups g = single_rank_groups();
+  MetricExecutor ex(g);
+  return by_key(c.commit(ex));
+}
+
+TEST(MetricPrepare, LogicalMetricsReadTheBackendsStatisticsOncePerObservation) {
+  const std::map<std::string, double> alone = every_statistic_of_three_observations(nullptr);
+  // The interface's default statistics are the metrics' own reductions: bit for bit.
+  const StatisticsBackend plain(false);
+  const std::map<std::string, double> hooked = every_statistic_of_three_observations(&plain);
+  ASSERT_EQ(alone.size(), hooked.size());
+  for (const auto& [key, v] : alone)
+    EXPECT_TRUE(v == hooked.at(key) || (std::isnan(v) && std::isnan(hooked.at(key)))) << key;
+  EXPECT_EQ(plain.calls, 2);  // two non-empty observations, eight logical metrics each
+  // And the metrics use what the hook returns.
+  const StatisticsBackend skewed(true);
+  const std::map<std::string, double> skew = every_statistic_of_three_observations(&skewed);
+  EXPECT_DOUBLE_EQ(skew.at("l2@decoder.layers.0"), 2 * alone.at("l2@decoder.layers.0"));
+  EXPECT_DOUBLE_EQ(skew.at("rms@decoder.layers.0"), 2 * alone.at("rms@decoder.layers.0"));
+  EXPECT_EQ(skew.at("max@global"), alone.at("max@global"));
+  EXPECT_EQ(skew.at("inf-count@decoder.layers.1"), 1.0);
 }
 
 TEST(MetricExecutor, EmptyPopulationsGiveTheIdentity) {
