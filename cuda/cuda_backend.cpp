@@ -11,6 +11,7 @@
 
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_graph_runner.h"
+#include "cuda/fused_bias_dropout_add.h"
 #include "cuda/kernels/metric_prepare.h"
 #include "harness/backend/generator_rng_tracker.h"
 #include "harness/backend/registry.h"
@@ -77,6 +78,20 @@ TensorStatistics fused_statistics(const at::Tensor& x, const Element* data) {
 }
 
 }  // namespace
+
+at::Tensor CudaBackend::bias_dropout_add(const at::Tensor& x, const at::Tensor& bias,
+                                         const at::Tensor& residual, double p, bool training,
+                                         at::Generator& generator) const {
+  const at::ScalarType dtype = residual.scalar_type();
+  const bool fusable = training && p > 0.0 && p < 1.0 && residual.is_cuda() &&
+                       x.sizes() == residual.sizes() && residual.dim() > 0 &&
+                       (!bias.defined() || bias.numel() == residual.size(-1)) &&
+                       (dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kDouble);
+  // Without dropout the plain composition is the same arithmetic (and keeps
+  // backend_parity's dropout-free comparison on the ops it compares).
+  if (!fusable) return Backend::bias_dropout_add(x, bias, residual, p, training, generator);
+  return fused_bias_dropout_add(x, bias, residual, p, generator);
+}
 
 TensorStatistics CudaBackend::tensor_statistics(const at::Tensor& x) const {
   if (!x.is_cuda()) return Backend::tensor_statistics(x);

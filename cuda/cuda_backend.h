@@ -37,6 +37,12 @@ class CudaBackend final : public Backend {
                               double scale) const override;
   at::Tensor gelu(const at::Tensor& x) const override;
   at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const override;
+  // Training with dropout on a fp32, bf16 or fp64 residual on the GPU: one
+  // kernel with the mask from the generator's Philox state, redrawn in the
+  // backward (fused_bias_dropout_add.h); otherwise the plain composition.
+  at::Tensor bias_dropout_add(const at::Tensor& x, const at::Tensor& bias,
+                              const at::Tensor& residual, double p, bool training,
+                              at::Generator& generator) const override;
   // The fused one-read kernel (cuda/kernels/metric_prepare.h) on the rank's
   // stream for fp32, bf16 and fp64 CUDA tensors; the default otherwise.
   TensorStatistics tensor_statistics(const at::Tensor& x) const override;

@@ -21,7 +21,8 @@ unsigned elementwise_blocks(std::int64_t groups) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     forward(const T* x, const T* bias, const T* residual, T* y, std::int64_t n, std::int64_t cols,
-            float p, DropoutKey key) {
+            float p, DropoutKey captured_or_value) {
+  const DropoutKey key = resolved(captured_or_value);
   const Acc<T> scale = dropout_scale<Acc<T>>(p);
   const std::int64_t groups = (n + 3) / 4;
   for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; g < groups;
@@ -39,7 +40,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    backward(const T* grad_y, T* grad_x, std::int64_t n, float p, DropoutKey key) {
+    backward(const T* grad_y, T* grad_x, std::int64_t n, float p, DropoutKey captured_or_value) {
+  const DropoutKey key = resolved(captured_or_value);
   const Acc<T> scale = dropout_scale<Acc<T>>(p);
   const std::int64_t groups = (n + 3) / 4;
   for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; g < groups;

@@ -8,7 +8,8 @@ namespace {
 
 template <typename T>
 void forward(const T* x, const T* bias, const T* residual, T* y, std::int64_t n, std::int64_t cols,
-             float p, DropoutKey key) {
+             float p, DropoutKey captured_or_value) {
+  const DropoutKey key = resolved(captured_or_value);
   const Acc<T> scale = dropout_scale<Acc<T>>(p);
   for (std::int64_t i = 0; i < n; ++i) {
     const Acc<T> b = bias ? widen(bias[i % cols]) : Acc<T>(0);
@@ -18,7 +19,8 @@ void forward(const T* x, const T* bias, const T* residual, T* y, std::int64_t n,
 }
 
 template <typename T>
-void backward(const T* grad_y, T* grad_x, std::int64_t n, float p, DropoutKey key) {
+void backward(const T* grad_y, T* grad_x, std::int64_t n, float p, DropoutKey captured_or_value) {
+  const DropoutKey key = resolved(captured_or_value);
   const Acc<T> scale = dropout_scale<Acc<T>>(p);
   for (std::int64_t i = 0; i < n; ++i)
     grad_x[i] = narrow<T>(widen(grad_y[i]) * (dropout_keeps(key, i, p) ? scale : Acc<T>(0)));

@@ -13,10 +13,27 @@
 namespace parity::kernels {
 
 // The Philox key of one dropout launch: the rank tracker's (seed, offset).
+// Inside a CUDA graph capture the generator's seed and offset live in device
+// memory that each replay updates (ATen's PhiloxCudaState): then seed_at and
+// offset_at point there and `offset` is the launch's offset within the graph,
+// so every replay draws what the eager step at that generator state draws.
 struct DropoutKey {
   std::uint64_t seed = 0;
   std::uint64_t offset = 0;
+  const std::int64_t* seed_at = nullptr;    // captured: the seed, read when the kernel runs
+  const std::int64_t* offset_at = nullptr;  // captured: the offset outside the graph
 };
+
+// The (seed, offset) values a launch draws with; read where the kernel runs
+// (the twin, on the host, reads host pointers alike).
+PARITY_HD inline DropoutKey resolved(DropoutKey key) {
+  if (key.offset_at != nullptr) {
+    key.seed = static_cast<std::uint64_t>(*key.seed_at);
+    key.offset = static_cast<std::uint64_t>(*key.offset_at) + key.offset;
+    key.seed_at = key.offset_at = nullptr;
+  }
+  return key;
+}
 
 // 1 / (1 - p) in Acc; 0 for p >= 1 (everything is dropped).
 template <typename Acc>

@@ -8,7 +8,10 @@
 #include <limits>
 #include <utility>
 
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+
 #include "cuda/cuda_backend.h"
+#include "cuda/kernels/bias_dropout_add_twin.h"
 #include "harness/backend/registry.h"
 #include "harness/backend/tensor_statistics.h"
 #include "tests/cuda/gpu_test.h"
@@ -162,6 +165,48 @@ TEST(CudaRng, RestoringASnapshotReproducesTheDropoutMaskOnTheDevice) {
   at::Generator g0 = rng->generator(RngStream::model_parallel);
   at::Generator g1 = other->generator(RngStream::model_parallel);
   EXPECT_FALSE(at::equal(cuda.dropout(x, 0.3, true, g0), cuda.dropout(x, 0.3, true, g1)));
+}
+
+// The fused bias-dropout-add: its output is the host twin's under the
+// generator's (seed, offset) bit for bit, a restored snapshot redraws the same
+// mask, and the gradients are the mask's: dx = dy * mask * scale, dbias the
+// column sum of dx, dresidual = dy.
+TEST(CudaFusedBiasDropoutAdd, MatchesItsTwinRedrawsAfterRestoreAndBackPropagatesTheMask) {
+  PARITY_REQUIRE_GPU();
+  CudaBackend cuda;
+  auto rng = cuda.make_rng_tracker();
+  rng->seed(99, /*tp_rank=*/0);
+  at::Generator g = rng->generator(RngStream::model_parallel);
+  const std::int64_t rows = 37, cols = 64;
+  const float p = 0.25f;
+  const at::Tensor x = at::randn({rows, cols}, at::kFloat);
+  const at::Tensor bias = at::randn({cols}, at::kFloat);
+  const at::Tensor residual = at::randn({rows, cols}, at::kFloat);
+  const auto dev = [&](const at::Tensor& t) {
+    return t.to(cuda.device()).detach().requires_grad_(true);
+  };
+  const at::Tensor dx = dev(x), db = dev(bias), dr = dev(residual);
+  const RngSnapshot before = rng->snapshot();
+  kernels::DropoutKey key;
+  {
+    auto* gen = at::check_generator<at::CUDAGeneratorImpl>(g);
+    key.seed = gen->current_seed();
+    key.offset = gen->philox_offset_per_thread();
+  }
+  const at::Tensor y = cuda.bias_dropout_add(dx, db, dr, p, /*training=*/true, g);
+  at::Tensor want = at::empty_like(residual);
+  kernels::bias_dropout_add_twin(x.data_ptr<float>(), bias.data_ptr<float>(),
+                                 residual.data_ptr<float>(), want.data_ptr<float>(), x.numel(),
+                                 cols, p, key);
+  EXPECT_TRUE(at::equal(y.detach().cpu(), want));
+  rng->restore(before);
+  EXPECT_TRUE(at::equal(cuda.bias_dropout_add(dx, db, dr, p, true, g).detach().cpu(), want));
+  const at::Tensor grad = at::randn({rows, cols}, at::kFloat);
+  y.backward(grad.to(cuda.device()));
+  const at::Tensor scale_mask = ((want - residual) != 0).to(at::kFloat) / (1 - p);
+  EXPECT_LE(rel_error(dx.grad(), grad * scale_mask), 1e-6);
+  EXPECT_LE(rel_error(db.grad(), (grad * scale_mask).sum(0)), 1e-5);
+  EXPECT_TRUE(at::equal(dr.grad().cpu(), grad));
 }
 
 }  // namespace

@@ -163,6 +163,25 @@ TEST_P(BiasDropoutAddTwin, BackwardAndRecomputationRedrawTheForwardMask) {
   EXPECT_FALSE(at::equal(kept, forward(ones, at::Tensor(), zeros, p, DropoutKey{2024, 1001}) != 0));
 }
 
+// Under a CUDA graph capture the key points at the generator's seed and
+// outer offset (updated by each replay) and carries the launch's offset within
+// the graph: it draws what the value key (seed, outer + inner) draws.
+TEST_P(BiasDropoutAddTwin, ACapturedKeyDrawsWhatTheValueKeyAtTheReplaysStateDraws) {
+  const std::int64_t n = 1031;
+  const float p = 0.4f;
+  const at::Tensor ones = at::ones({n}, at::TensorOptions().dtype(dtype()));
+  const at::Tensor zeros = at::zeros({n}, ones.options());
+  std::int64_t seed = 77, outer = 5000;
+  DropoutKey captured{0, 12, &seed, &outer};
+  const at::Tensor first = forward(ones, at::Tensor(), zeros, p, captured);
+  EXPECT_TRUE(at::equal(first, forward(ones, at::Tensor(), zeros, p, DropoutKey{77, 5012})));
+  EXPECT_TRUE(at::equal(backward(ones, p, captured), backward(ones, p, DropoutKey{77, 5012})));
+  outer = 6000;  // the next replay: the generator moved on
+  EXPECT_TRUE(at::equal(forward(ones, at::Tensor(), zeros, p, captured),
+                        forward(ones, at::Tensor(), zeros, p, DropoutKey{77, 6012})));
+  EXPECT_FALSE(at::equal(first, forward(ones, at::Tensor(), zeros, p, captured)));
+}
+
 TEST_P(BiasDropoutAddTwin, KeepRateIsOneMinusP) {
   const std::int64_t n = std::int64_t{1} << 20;
   const at::Tensor ones = at::ones({n}, at::TensorOptions().dtype(dtype()));
