@@ -12,6 +12,7 @@
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_graph_runner.h"
 #include "cuda/fused_bias_dropout_add.h"
+#include "cuda/kernels/dimwise_sums.h"
 #include "cuda/kernels/metric_prepare.h"
 #include "harness/backend/generator_rng_tracker.h"
 #include "harness/backend/registry.h"
@@ -177,5 +178,48 @@ std::unique_ptr<GraphRunner> CudaBackend::make_graph_runner() const {
 namespace {
 const BackendRegistrar kRegistrar("cuda", [] { return std::make_unique<CudaBackend>(); });
 }  // namespace
+
+namespace {
+
+template <typename Acc, typename Element>
+at::Tensor fused_sums_of_squares(const at::Tensor& x, const Element* data, std::int64_t rows,
+                                 std::int64_t cols, bool per_row) {
+  const at::ScalarType acc = std::is_same<Acc, double>::value ? at::kDouble : at::kFloat;
+  at::Tensor out = at::empty({per_row ? rows : cols}, x.options().dtype(acc));
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  cudaError_t err;
+  if (per_row) {
+    err = kernels::launch_row_sums_of_squares(data, rows, cols, out.data_ptr<Acc>(), stream);
+  } else {
+    const at::Tensor workspace = at::empty(
+        {static_cast<std::int64_t>(kernels::column_sums_workspace_bytes<Acc>(rows, cols))},
+        x.options().dtype(at::kByte));
+    err = kernels::launch_column_sums_of_squares(data, rows, cols, out.data_ptr<Acc>(),
+                                                 workspace.data_ptr(), stream);
+  }
+  TORCH_CHECK(err == cudaSuccess, "sums of squares kernel: ", cudaGetErrorString(err));
+  return out;
+}
+
+}  // namespace
+
+at::Tensor CudaBackend::sums_of_squares(const at::Tensor& x, bool per_row) const {
+  if (!x.is_cuda() || x.dim() == 0) return Backend::sums_of_squares(x, per_row);
+  const at::Tensor c = x.contiguous();
+  const std::int64_t cols = c.size(-1);
+  const std::int64_t rows = cols == 0 ? c.numel() : c.numel() / cols;
+  if (cols == 0) return Backend::sums_of_squares(x, per_row);  // nothing to read
+  switch (c.scalar_type()) {
+    case at::kFloat:
+      return fused_sums_of_squares<float>(c, c.data_ptr<float>(), rows, cols, per_row);
+    case at::kDouble:
+      return fused_sums_of_squares<double>(c, c.data_ptr<double>(), rows, cols, per_row);
+    case at::kBFloat16:
+      return fused_sums_of_squares<float>(c, reinterpret_cast<const __nv_bfloat16*>(c.data_ptr()),
+                                          rows, cols, per_row);
+    default:
+      return Backend::sums_of_squares(x, per_row);
+  }
+}
 
 }  // namespace parity::gpu

@@ -46,6 +46,9 @@ class CudaBackend final : public Backend {
   // The fused one-read kernel (cuda/kernels/metric_prepare.h) on the rank's
   // stream for fp32, bf16 and fp64 CUDA tensors; the default otherwise.
   TensorStatistics tensor_statistics(const at::Tensor& x) const override;
+  // The deterministic row/column kernel (cuda/kernels/dimwise_sums.h); the
+  // default for tensors it does not take.
+  at::Tensor sums_of_squares(const at::Tensor& x, bool per_row) const override;
 
   std::unique_ptr<RngTracker> make_rng_tracker() const override;
   std::unique_ptr<GraphRunner> make_graph_runner() const override;

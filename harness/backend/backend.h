@@ -256,6 +256,12 @@ class Backend {
   // one by one (the reference's values, bit for bit); the CUDA backend runs
   // the fused one-read kernel.
   virtual TensorStatistics tensor_statistics(const at::Tensor& x) const;
+  // Sums of squares of x viewed as [rows, x.size(-1)] (rows: the product of the
+  // leading dims), per row (over the last dim) or per column, in the
+  // accumulation dtype: the staged row/column L2 metrics' prepare. Default: the
+  // metrics' own ATen composition (bit for bit); the CUDA backend: the
+  // deterministic fused kernel.
+  virtual at::Tensor sums_of_squares(const at::Tensor& x, bool per_row) const;
 
   // ---- hooks ----
   // A fresh tracker for one rank (each rank owns its generators).

@@ -116,4 +116,14 @@ TensorStatistics Backend::tensor_statistics(const at::Tensor& x) const {
   return s;
 }
 
+at::Tensor Backend::sums_of_squares(const at::Tensor& x, bool per_row) const {
+  // Contiguous first, as the metrics do: a strided view would sum in another order.
+  const at::Tensor a = x.to(accumulation_dtype(x.scalar_type())).contiguous();
+  const std::int64_t k = x.size(-1);
+  std::int64_t rows = 1;
+  for (std::int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.size(i);
+  const at::Tensor matrix = (a * a).reshape({rows, k});
+  return per_row ? matrix.sum(1) : matrix.sum(0);
+}
+
 }  // namespace parity

@@ -123,6 +123,13 @@ void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& t
       if (!statistics) statistics = backend_->tensor_statistics(tensor.detach());
       return *statistics;
     };
+  std::optional<at::Tensor> sums_by_row, sums_by_column;
+  if (backend_ && tensor.defined())
+    input.sums_of_squares = [&](bool per_row) {
+      std::optional<at::Tensor>& sums = per_row ? sums_by_row : sums_by_column;
+      if (!sums) sums = backend_->sums_of_squares(tensor.detach(), per_row);
+      return *sums;
+    };
   bool any = false;
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     if (!metrics_[m]->accepts(site.kind)) continue;

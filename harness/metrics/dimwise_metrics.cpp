@@ -31,8 +31,9 @@ class DimwiseMetric final : public Metric {
     // Contiguous first: a reduction over a strided view sums in another order, so the
     // same values in another layout (a replayed graph's static buffer, say) would
     // differ in the last bit from an eager run's (found by the graph_replay property).
-    const at::Tensor fx = elementwise(x.to(dtype).contiguous());
+    const auto squared = [&] { return elementwise(x.to(dtype).contiguous()); };
     if (const FlatShard* flat = flat_shard(input.placements)) {
+      const at::Tensor fx = squared();
       if (x.numel() != flat->end - flat->start)
         fail(input, "holds " + std::to_string(x.numel()) + " elements but its FlatShard interval " +
                         std::to_string(flat->start) + ":" + std::to_string(flat->end) + " has " +
@@ -49,14 +50,15 @@ class DimwiseMetric final : public Metric {
     const std::int64_t k = x.size(-1);
     std::int64_t rows = 1;
     for (std::int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.size(i);
-    const at::Tensor matrix = fx.reshape({rows, k});
-    if (statistic_ == DimwiseStatistic::mean_column_l2) {
-      p.value = matrix.sum(0);
-      p.reduced_size = static_cast<double>(rows);
+    const bool per_row = statistic_ != DimwiseStatistic::mean_column_l2;
+    if (input.sums_of_squares && !needs_width()) {
+      // The backend's one pass (Backend::sums_of_squares): the same sums.
+      p.value = input.sums_of_squares(per_row).clone();
     } else {
-      p.value = matrix.sum(1);
-      p.reduced_size = static_cast<double>(k);
+      const at::Tensor matrix = squared().reshape({rows, k});
+      p.value = per_row ? matrix.sum(1) : matrix.sum(0);
     }
+    p.reduced_size = static_cast<double>(per_row ? k : rows);
     return p;
   }
 

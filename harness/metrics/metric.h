@@ -46,6 +46,9 @@ struct MetricInput {
   // observation; empty when the collector has no backend (metrics then reduce
   // the tensor themselves). Never called for a placeholder or an empty tensor.
   std::function<const TensorStatistics&()> statistics;
+  // Backend::sums_of_squares of the observation (per row or per column), for
+  // the staged row/column L2 metrics; empty without a backend, like statistics.
+  std::function<at::Tensor(bool per_row)> sums_of_squares;
 };
 
 // The compacted observation. `value` is metric-specific (a contribution vector,

@@ -145,6 +145,26 @@ TEST(CudaStatistics, TheFusedKernelMatchesTheReductionsItReplaces) {
   }
 }
 
+// The deterministic row/column sums of squares against the metrics' ATen
+// composition (Backend::sums_of_squares' default), to summation order.
+TEST(CudaStatistics, RowAndColumnSumsOfSquaresMatchTheComposition) {
+  PARITY_REQUIRE_GPU();
+  CudaBackend cuda;
+  auto reference = make_backend("reference");
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat, at::kBFloat16})
+    for (const auto& shape :
+         std::vector<std::vector<std::int64_t>>{{1, 1}, {7, 33}, {3, 129, 64}, {4096, 3}, {0, 5}})
+      for (const bool per_row : {true, false}) {
+        const at::Tensor x = at::randn(shape, at::kDouble).to(dtype);
+        const at::Tensor want = reference->sums_of_squares(x, per_row);
+        const at::Tensor got = cuda.sums_of_squares(x.to(cuda.device()), per_row);
+        ASSERT_EQ(got.sizes(), want.sizes());
+        if (want.numel() > 0)
+          EXPECT_LE(rel_error(got, want), dtype == at::kDouble ? 1e-12 : 1e-5)
+              << c10::toString(dtype) << (per_row ? " rows" : " columns");
+      }
+}
+
 TEST(CudaRng, RestoringASnapshotReproducesTheDropoutMaskOnTheDevice) {
   PARITY_REQUIRE_GPU();
   CudaBackend cuda;

@@ -396,9 +396,9 @@ TEST(MetricExecutor, SingleRankIssuesNoCollectiveAndMatchesDirectComputation) {
 }
 
 // ---------------------------------------------------------------- one-read statistics
-// A backend whose statistics hook counts its calls and, when `skew`, reports
-// four times the sum of squares (so l2 and rms double): the logical metrics
-// read the hook, once per observation.
+// A backend whose statistics hooks count their calls and, when `skew`, report
+// four times the sums of squares (so l2, rms and the row/column L2 means
+// double): the metrics read the hooks, once per observation (and direction).
 class StatisticsBackend final : public Backend {
  public:
   explicit StatisticsBackend(bool skew) : skew_(skew) {}
@@ -411,7 +411,12 @@ class StatisticsBackend final : public Backend {
     if (skew_) s.sum_sq = s.sum_sq * 4;
     return s;
   }
-  mutable int calls = 0;
+  at::Tensor sums_of_squares(const at::Tensor& x, bool per_row) const override {
+    ++sums_calls;
+    const at::Tensor s = Backend::sums_of_squares(x, per_row);
+    return skew_ ? s * 4 : s;
+  }
+  mutable int calls = 0, sums_calls = 0;
 
  private:
   bool skew_;
@@ -436,7 +441,7 @@ std::map<std::string, double> every_statistic_of_three_observations(const Backen
   return by_key(c.commit(ex));
 }
 
-TEST(MetricPrepare, LogicalMetricsReadTheBackendsStatisticsOncePerObservation) {
+TEST(MetricPrepare, MetricsReadTheBackendsOneReadStatisticsOncePerObservation) {
   const std::map<std::string, double> alone = every_statistic_of_three_observations(nullptr);
   // The interface's default statistics are the metrics' own reductions: bit for bit.
   const StatisticsBackend plain(false);
@@ -444,13 +449,17 @@ TEST(MetricPrepare, LogicalMetricsReadTheBackendsStatisticsOncePerObservation) {
   ASSERT_EQ(alone.size(), hooked.size());
   for (const auto& [key, v] : alone)
     EXPECT_TRUE(v == hooked.at(key) || (std::isnan(v) && std::isnan(hooked.at(key)))) << key;
-  EXPECT_EQ(plain.calls, 2);  // two non-empty observations, eight logical metrics each
+  EXPECT_EQ(plain.calls, 2);       // two non-empty observations, eight logical metrics each
+  EXPECT_EQ(plain.sums_calls, 6);  // rows and columns of all three (empty ones too)
   // And the metrics use what the hook returns.
   const StatisticsBackend skewed(true);
   const std::map<std::string, double> skew = every_statistic_of_three_observations(&skewed);
   EXPECT_DOUBLE_EQ(skew.at("l2@decoder.layers.0"), 2 * alone.at("l2@decoder.layers.0"));
   EXPECT_DOUBLE_EQ(skew.at("rms@decoder.layers.0"), 2 * alone.at("rms@decoder.layers.0"));
   EXPECT_EQ(skew.at("max@global"), alone.at("max@global"));
+  EXPECT_DOUBLE_EQ(skew.at("mean-row-l2@decoder.layers.0"),
+                   2 * alone.at("mean-row-l2@decoder.layers.0"));
+  EXPECT_DOUBLE_EQ(skew.at("mean-column-l2@global"), 2 * alone.at("mean-column-l2@global"));
   EXPECT_EQ(skew.at("inf-count@decoder.layers.1"), 1.0);
 }
 
