@@ -23,10 +23,13 @@ class LogicalReductionMetric final : public Metric {
     p.placeholder = input.placeholder;
     p.shape.assign(x.sizes().begin(), x.sizes().end());
     p.batch_dim = input.batch_dim;
-    p.value = input.placeholder || x.numel() == 0 ? identity(dtype)
-              : input.statistics
-                  ? from_statistics(input.statistics(), x.numel()).to(dtype)
-                  : contribution(x.to(accumulation_dtype(x.scalar_type()))).to(dtype);
+    // A Prepared value owns its storage: the shared statistics are cloned.
+    if (input.placeholder || x.numel() == 0)
+      p.value = identity(dtype);
+    else if (input.statistics)
+      p.value = from_statistics(input.statistics(), x.numel()).to(dtype).clone();
+    else
+      p.value = contribution(x.to(accumulation_dtype(x.scalar_type()))).to(dtype);
     // Fault prepare-aliases-buffer: max/min keep a view of the extreme element
     // instead of a copy (a graph's static buffer is overwritten before finalize).
     if (fault_active(CodePathFault::prepare_aliases_buffer) && !input.placeholder &&
