@@ -1,7 +1,7 @@
 #pragma once
 // Element types on the host and their accumulation types: fp64 stays fp64,
 // fp32 and bf16 accumulate in fp32 (as accumulation_dtype in
-// harness/metrics/metric.h). The device's overloads for __nv_bfloat16 live in
+// harness/backend/tensor_statistics.h). The device's overloads for __nv_bfloat16 live in
 // device_widen.cuh.
 #include "cuda/kernels/bf16.h"
 

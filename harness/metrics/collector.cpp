@@ -117,19 +117,9 @@ void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& t
   if (batch_dim && tensor.dim() > 0)
     input.batch_dim = *batch_dim < 0 ? *batch_dim + tensor.dim() : *batch_dim;
   at::NoGradGuard no_grad;
-  std::optional<TensorStatistics> statistics;  // one read per observation, on first use
+  std::optional<ObservationReductions> reductions;
   if (backend_ && tensor.defined())
-    input.statistics = [&]() -> const TensorStatistics& {
-      if (!statistics) statistics = backend_->tensor_statistics(tensor.detach());
-      return *statistics;
-    };
-  std::optional<at::Tensor> sums_by_row, sums_by_column;
-  if (backend_ && tensor.defined())
-    input.sums_of_squares = [&](bool per_row) {
-      std::optional<at::Tensor>& sums = per_row ? sums_by_row : sums_by_column;
-      if (!sums) sums = backend_->sums_of_squares(tensor.detach(), per_row);
-      return *sums;
-    };
+    input.reductions = &reductions.emplace(*backend_, tensor.detach());
   bool any = false;
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     if (!metrics_[m]->accepts(site.kind)) continue;

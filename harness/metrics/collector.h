@@ -64,8 +64,8 @@ std::string layer_label(const std::string& site_name);
 class MetricCollector {
  public:
   // `backend` (may be null; must outlive the collector): each observation's
-  // statistics come from its tensor_statistics in one read, shared by the
-  // logical metrics (MetricInput::statistics). Null: each metric reduces alone.
+  // reductions come from it in one read, shared by the metrics
+  // (MetricInput::reductions). Null: each metric reduces alone.
   MetricCollector(std::vector<std::shared_ptr<const Metric>> metrics,
                   const ParallelTopology& topology, int rank, const Backend* backend = nullptr);
 

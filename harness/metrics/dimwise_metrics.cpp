@@ -51,9 +51,9 @@ class DimwiseMetric final : public Metric {
     std::int64_t rows = 1;
     for (std::int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.size(i);
     const bool per_row = statistic_ != DimwiseStatistic::mean_column_l2;
-    if (input.sums_of_squares && !needs_width()) {
+    if (input.reductions && !needs_width()) {
       // The backend's one pass (Backend::sums_of_squares): the same sums.
-      p.value = input.sums_of_squares(per_row).clone();
+      p.value = input.reductions->sums_of_squares(per_row).clone();
     } else {
       const at::Tensor matrix = squared().reshape({rows, k});
       p.value = per_row ? matrix.sum(1) : matrix.sum(0);

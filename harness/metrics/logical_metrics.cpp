@@ -26,8 +26,8 @@ class LogicalReductionMetric final : public Metric {
     // A Prepared value owns its storage: the shared statistics are cloned.
     if (input.placeholder || x.numel() == 0)
       p.value = identity(dtype);
-    else if (input.statistics)
-      p.value = from_statistics(input.statistics(), x.numel()).to(dtype).clone();
+    else if (input.reductions)
+      p.value = from_statistics(input.reductions->statistics(), x.numel()).to(dtype).clone();
     else
       p.value = contribution(x.to(accumulation_dtype(x.scalar_type()))).to(dtype);
     // Fault prepare-aliases-buffer: max/min keep a view of the extreme element

@@ -19,7 +19,8 @@
 
 #include <ATen/ATen.h>
 
-#include "harness/backend/tensor_statistics.h"  // accumulation_dtype, TensorStatistics
+#include "harness/backend/tensor_statistics.h"  // accumulation_dtype
+#include "harness/metrics/observation_reductions.h"
 #include "harness/metrics/placement.h"
 #include "harness/observation/source_kind.h"
 #include "harness/parallel/collective.h"
@@ -41,14 +42,10 @@ struct MetricInput {
   AxisPlacements placements;
   bool placeholder = false;  // an Owned axis names another rank: contribute the identity
   std::optional<std::int64_t> batch_dim;  // normalized; microbatches concatenate along it
-  // The observation's statistics in one read (Backend::tensor_statistics),
-  // computed on first use and shared by every logical metric of the
-  // observation; empty when the collector has no backend (metrics then reduce
-  // the tensor themselves). Never called for a placeholder or an empty tensor.
-  std::function<const TensorStatistics&()> statistics;
-  // Backend::sums_of_squares of the observation (per row or per column), for
-  // the staged row/column L2 metrics; empty without a backend, like statistics.
-  std::function<at::Tensor(bool per_row)> sums_of_squares;
+  // The observation's reductions from the run's backend, shared by its
+  // metrics; null when the collector has no backend (metrics then reduce the
+  // tensor themselves).
+  ObservationReductions* reductions = nullptr;
 };
 
 // The compacted observation. `value` is metric-specific (a contribution vector,
