@@ -27,9 +27,22 @@ bool floating(const at::Tensor& t) { return t.defined() && at::isFloatingType(t.
 // (none) and the is_observing answers frozen at capture.
 std::vector<at::Tensor> run_as_replay(GraphRegion& r) {
   std::optional<TensorObservationCapture> frozen;
+  // Fault router-silent-missing: the router sites' notifications (and only
+  // theirs) reach the caller's observer.
+  const detail::ActiveObserver* outer = detail::observation_state.active;
+  TensorObservationCallback router_leak;
+  if (fault_active(CodePathFault::router_silent_missing) && outer) {
+    const TensorObservationCallback* caller = outer->callback;
+    router_leak = [caller](const ObservationOwner& owner, std::string_view name, SourceKind kind,
+                           const at::Tensor& t, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
+      if (kind == SourceKind::router_logits || kind == SourceKind::router_scores ||
+          kind == SourceKind::router_diagnostics)
+        (*caller)(owner, name, kind, t, tp, seq, batch);
+    };
+  }
   // Fault notify-on-replay: the replay's notifications reach the caller's observer.
   if (!fault_active(CodePathFault::notify_on_replay))
-    frozen.emplace(dropping_callback(), r.frozen_kinds);
+    frozen.emplace(router_leak ? router_leak : dropping_callback(), r.frozen_kinds);
   std::vector<at::Tensor> in;
   for (const at::Tensor& s : r.static_inputs) in.push_back(s.variable_data());
   return r.fn(in);

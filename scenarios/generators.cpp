@@ -97,6 +97,27 @@ void pick_model_shape(RunConfig& c) {
   c.seed = sometimes(4) ? 1 + index_below(100000) : 1234;
 }
 
+void pick_moe(RunConfig& c, bool always) {
+  // Megatron requires sequence parallelism for MoE with tp > 1.
+  if (c.tp > 1 && !c.sp) return;
+  if (!always && !sometimes(4)) return;
+  c.moe_experts = weighted<int>({{2, 2}, {2, 4}});
+  c.moe_topk = 1 + static_cast<int>(index_below(std::min(2, c.moe_experts)));
+  c.moe_score = weighted<RouterScoreOption>({{3, RouterScoreOption::softmax},
+                                             {1, RouterScoreOption::sigmoid},
+                                             {1, RouterScoreOption::sqrt_softplus}});
+  c.moe_ffn_hidden = sometimes(3) ? c.hidden : 0;  // multiples of tp either way
+  c.moe_layers = c.layers > 1 && sometimes(3) ? "every:2" : "all";
+  c.moe_aux_loss = sometimes(3) ? 0.01 : 0.0;
+  c.moe_expert_bias = sometimes(4) ? 0.01 : 0.0;
+  c.moe_capacity_factor = weighted<double>({{3, 0.0}, {1, 1.0}, {1, 1.5}});
+  c.moe_shared_expert_ffn = sometimes(4) ? c.hidden : 0;
+  c.moe_force_routing = weighted<ForceRoutingOption>({{4, ForceRoutingOption::none},
+                                                      {1, ForceRoutingOption::random},
+                                                      {1, ForceRoutingOption::biased}});
+  c.padding_fraction = sometimes(3) ? 0.25 : 0.0;
+}
+
 void pick_graphs(RunConfig& c) {
   c.graphs = weighted<GraphOption>(
       {{5, GraphOption::none}, {3, GraphOption::per_layer}, {2, GraphOption::full_iteration}});
@@ -145,6 +166,9 @@ void pick_recompute(RunConfig& c) {
       c.recompute = "selective:" + one_of<std::string>({"core_attn", "layernorm", "mlp",
                                                         "core_attn,layernorm", "core_attn,mlp",
                                                         "layernorm,mlp", "core_attn,layernorm,mlp"});
+      // The MoE block's own module (router sites inside a checkpoint).
+      if (c.moe_experts >= 2 && sometimes(2))
+        c.recompute = sometimes(2) ? "selective:moe" : c.recompute + ",moe";
       break;
   }
 }
@@ -187,6 +211,17 @@ void pick_metrics(RunConfig& c) {
   c.metrics.clear();
   for (const std::string& source : chosen_sources)
     for (const std::string& stat : chosen_stats) c.metrics.push_back(source + "-" + stat);
+  // Router metrics: MoE layers outside a captured graph (per-layer graphs
+  // capture the router: rejected, megatron-reference 7.11).
+  if (c.moe_experts >= 2 && c.graphs != GraphOption::per_layer)
+    for (const std::string& m : router_metric_names())
+      if (sometimes(2)) c.metrics.push_back(m);
+}
+
+const std::vector<std::string>& router_metric_names() {
+  static const std::vector<std::string> names = {
+      "layer-router-logits-l2", "layer-router-logits-max", "layer-router-decision-entropy"};
+  return names;
 }
 
 void pick_launch(RunConfig& c) {
@@ -199,6 +234,25 @@ rc::Gen<RunConfig> gen_scenario() {
     RunConfig c;
     pick_layout(c);
     pick_model_shape(c);
+    pick_moe(c, /*always=*/false);
+    pick_graphs(c);
+    pick_recompute(c);
+    pick_metrics(c);
+    pick_launch(c);
+    return c;
+  });
+}
+
+rc::Gen<RunConfig> gen_moe_scenario() {
+  return gen::exec([] {
+    RunConfig c;
+    pick_layout(c);
+    if (c.tp > 1 && !c.sp) {
+      // MoE needs SP with tp > 1: the sequence must split over tp too.
+      c.sp = true;
+    }
+    pick_model_shape(c);
+    pick_moe(c, /*always=*/true);
     pick_graphs(c);
     pick_recompute(c);
     pick_metrics(c);

@@ -30,6 +30,10 @@ namespace parity::scenarios {
 // them only inside rc::gen::exec or a property (they use operator*).
 void pick_layout(RunConfig& c);       // tp, cp, dp (world <= 16), sp
 void pick_model_shape(RunConfig& c);  // heads, hidden, ffn, vocab, seq, layers, batches, dtype, ...
+// MoE layers on about a quarter of the scenarios (every one when `always`):
+// experts, top-k, score, capacity, aux loss, expert bias, shared expert,
+// forced routing, padding. Never with tp > 1 without sp (Megatron's rule).
+void pick_moe(RunConfig& c, bool always);
 void pick_graphs(RunConfig& c);       // graphs, graph-warmup, steps (a replay step when graphed)
 void pick_recompute(RunConfig& c);    // every kind; full recompute never with per-layer graphs
 void pick_metrics(RunConfig& c);      // a non-empty subset, weighted to residual and logit metrics
@@ -37,6 +41,10 @@ void pick_launch(RunConfig& c);       // threads; processes rarely, world <= 2 o
 
 // A whole scenario: the pieces above, in order.
 rc::Gen<RunConfig> gen_scenario();
+// Every scenario with MoE layers (the router faults' hunt; tp > 1 turns sp on).
+rc::Gen<RunConfig> gen_moe_scenario();
+// The router metrics the generators add to MoE scenarios.
+const std::vector<std::string>& router_metric_names();
 
 // The residual, attention-context, MLP-output and logit metrics (5 sources x
 // 10 statistics): the ones the first-wave model produces.

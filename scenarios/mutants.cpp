@@ -115,14 +115,17 @@ nlohmann::json compact(const RunConfig& c) {
   return j;
 }
 
-// Generated scenarios first; a reduction fault the model's even layouts do
-// not expose (mean-of-means) is then hunted over sharded metric cases with
-// uneven and empty shards.
+// Generated scenarios first (MoE scenarios for a fault that lives in the MoE
+// layer: the table's `needs` says so); a reduction fault the model's even
+// layouts do not expose (mean-of-means) is then hunted over sharded metric
+// cases with uneven and empty shards.
 Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   Row row;
   row.fault = std::string(fault.name);
   row.expected = std::string(fault.caught_by);
-  search<RunConfig>(row, o, gen_scenario(),
+  const bool moe = fault.needs.rfind("an MoE layer", 0) == 0;
+  if (moe) row.searched = "MoE scenarios";
+  search<RunConfig>(row, o, moe ? gen_moe_scenario() : gen_scenario(),
                     [&](RunConfig& c) { return judge_scenario(c, row.fault); }, compact);
   if (!row.caught && fault.caught_by == "sharded_reduction") {
     row.searched = "sharded metric cases";

@@ -119,6 +119,12 @@ CheckPlan plan_check(const RunConfig& scenario) {
                         "the same on the reference");
     }
   }
+  if (scenario.moe_experts >= 2 &&
+      (scenario.moe_force_routing != ForceRoutingOption::none || scenario.padding_fraction > 0)) {
+    p.h = p.a;
+    p.h->moe_force_routing = ForceRoutingOption::none;
+    if (scenario.padding_fraction > 0) p.h->padding_token_shift = 1;
+  }
   return p;
 }
 
@@ -205,6 +211,8 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
                               : "scenario on the reference backend",
                        *plan.f});
   if (plan.g) planned.push_back({"g", "scenario as given, no dropout", *plan.g});
+  if (plan.h)
+    planned.push_back({"h", "scenario without forced routing, padding tokens changed", *plan.h});
   std::vector<CheckRun> runs;
   std::string alias_failure, alias_run;
   for (const Planned& p : planned) {
@@ -266,6 +274,7 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     view.e = run_named("e");
     view.f = run_named("f");
     view.g = run_named("g");
+    view.h = run_named("h");
     for (const CheckRun& r : runs) view.all.push_back(&r);
     for (const Property* property : registered_properties())
       report.properties.push_back(property->evaluate(view, &report.metrics));

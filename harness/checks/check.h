@@ -38,6 +38,9 @@ struct CheckPlan {
   // dropout (the backends' generators draw different masks), and then
   // (g): the scenario on its own backend without dropout, the side compared.
   std::optional<RunConfig> f, g;
+  // (h): MoE with forced routing or padding: (a) without forcing and with the
+  // padding tokens' ids shifted, router_invariance's other side.
+  std::optional<RunConfig> h;
   std::vector<std::string> notes;  // e.g. why (a) runs without metrics
 };
 // validate_run_config as parity check applies it: under full-iteration graphs

@@ -21,8 +21,16 @@ bool within(double x, double y, double tol, double* abs_err = nullptr, double* r
 // (or every step when lr = 0). Bitwise comparisons of observed values apply there.
 std::int64_t steps_with_identical_weights(const CheckRun& a, const CheckRun& c);
 
-// Sites inside a per-layer graphed region (absent on replay steps).
+// Sites inside a per-layer graphed region (absent on replay steps): the probes
+// and the router's sites.
 bool inside_graphed_layer(const std::string& kind);
+
+// The distinct sites one rank observes in a run of `c`: per dense layer two
+// norm probes, the attention and MLP probes and two residuals (6); per MoE
+// layer the MLP probe's place is taken by router_logits and router_scores,
+// plus router_diagnostics where the model observes it (7 or 8); plus the logits.
+std::size_t expected_site_count(const RunConfig& c);
+std::string site_count_rule(const RunConfig& c);  // "6 per layer + the logits"
 
 // Counts: every (rank, step, microbatch, site, phase) observed as often as the
 // scenario's graph phases say. Order: a run with recompute or graphs is compared
@@ -58,6 +66,10 @@ PropertyResult graph_replay_alias_failure(const std::string& run, const std::str
 // values. SKIPs when nothing was compared.
 PropertyResult check_backend_parity(const CheckRun& side, const CheckRun& reference);
 PropertyResult check_determinism(const CheckRun& a, const CheckRun& again);
+// MoE: (h) is (a) without forced routing and with the padding tokens' ids
+// shifted; the router sites those cannot reach are bitwise equal in step 0.
+// SKIPs without MoE layers, and without forcing and padding (no (h)).
+PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h);
 // SKIPs when no group of any run has more than one member.
 PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& runs);
 
@@ -69,5 +81,6 @@ const Property& graph_replay_property();
 const Property& backend_parity_property();
 const Property& determinism_property();
 const Property& collective_symmetry_property();
+const Property& router_invariance_property();
 
 }  // namespace parity::checks

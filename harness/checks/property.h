@@ -39,7 +39,7 @@ struct MetricComparison {
   bool ok = true;
 };
 
-// The runs of one parity check (check.h says what each is). d, e, f and g are
+// The runs of one parity check (check.h says what each is). d to h are
 // null when the plan has none; `all` lists every run in launch order.
 struct CheckRuns {
   const CheckRun* a = nullptr;
@@ -50,6 +50,7 @@ struct CheckRuns {
   const CheckRun* e = nullptr;
   const CheckRun* f = nullptr;
   const CheckRun* g = nullptr;
+  const CheckRun* h = nullptr;
   std::vector<const CheckRun*> all;
 };
 

@@ -43,6 +43,7 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.recompute_modules.core_attn = recompute.has("core_attn");
   m.recompute_modules.layernorm = recompute.has("layernorm");
   m.recompute_modules.mlp = recompute.has("mlp");
+  m.recompute_modules.moe = recompute.has("moe");
   m.recompute_layers = c.recompute_layers;
   switch (c.graphs) {
     case GraphOption::none: m.graphs = GraphMode::none; break;
@@ -50,9 +51,36 @@ ModelConfig model_config_from(const RunConfig& c) {
     case GraphOption::full_iteration: m.graphs = GraphMode::full_iteration; break;
   }
   m.graph_warmup = c.graph_warmup;
+  m.moe.experts = c.moe_experts;
+  m.moe.topk = c.moe_topk;
+  switch (c.moe_score) {
+    case RouterScoreOption::softmax: m.moe.score = RouterScore::softmax; break;
+    case RouterScoreOption::sigmoid: m.moe.score = RouterScore::sigmoid; break;
+    case RouterScoreOption::sqrt_softplus: m.moe.score = RouterScore::sqrt_softplus; break;
+  }
+  m.moe.ffn_hidden = c.moe_ffn_hidden;
+  m.moe.layers = c.moe_layers;
+  m.moe.aux_loss_coef = c.moe_aux_loss;
+  m.moe.expert_bias_rate = c.moe_expert_bias;
+  m.moe.capacity_factor = c.moe_capacity_factor;
+  m.moe.shared_expert_ffn = c.moe_shared_expert_ffn;
+  switch (c.moe_force_routing) {
+    case ForceRoutingOption::none: m.moe.force_routing = ForcedRouting::none; break;
+    case ForceRoutingOption::random: m.moe.force_routing = ForcedRouting::random; break;
+    case ForceRoutingOption::biased: m.moe.force_routing = ForcedRouting::biased; break;
+  }
+  m.moe.padding_fraction = c.padding_fraction;
   return m;
 }
 
-KindSet model_source_kinds(const ModelConfig&) { return first_wave_kinds(); }
+KindSet model_source_kinds(const RunConfig& c) {
+  KindSet kinds = first_wave_kinds();
+  if (c.moe_experts < 2) return kinds;
+  kinds.insert(SourceKind::router_logits).insert(SourceKind::router_scores);
+  // Diagnostics summarize whole local sequences (megatron-reference 2.3):
+  // not when SP x TP or CP splits them (the router declines).
+  if (!((c.sp && c.tp > 1) || c.cp > 1)) kinds.insert(SourceKind::router_diagnostics);
+  return kinds;
+}
 
 }  // namespace parity

@@ -15,8 +15,10 @@ namespace parity {
 ModelConfig model_config_from(const RunConfig& config);
 
 // The source kinds the model announces observation sites for: a metric of any
-// other kind would compare nothing. parity's model is a dense GPT (no MoE
-// router, no MTP head), so every configuration has the first-wave kinds.
-KindSet model_source_kinds(const ModelConfig& model);
+// other kind would compare nothing. Every configuration has the first-wave
+// kinds; MoE layers add router_logits and router_scores, and
+// router_diagnostics where whole sequences are local (no SP x TP, no CP). No
+// MTP head.
+KindSet model_source_kinds(const RunConfig& config);
 
 }  // namespace parity

@@ -54,6 +54,13 @@ constexpr EnumNames<RecomputeOption, 4> kRecompute{{{RecomputeOption::none, "non
                                                   {RecomputeOption::full_block, "full-block"},
                                                   {RecomputeOption::selective, "selective"}}};
 
+constexpr EnumNames<RouterScoreOption, 3> kRouterScore{{{RouterScoreOption::softmax, "softmax"},
+                                                         {RouterScoreOption::sigmoid, "sigmoid"},
+                                                         {RouterScoreOption::sqrt_softplus,
+                                                          "sqrt-softplus"}}};
+constexpr EnumNames<ForceRoutingOption, 3> kForceRouting{{{ForceRoutingOption::none, "none"},
+                                                          {ForceRoutingOption::random, "random"},
+                                                          {ForceRoutingOption::biased, "biased"}}};
 constexpr EnumNames<RuntimeGatherOption, 3> kRuntimeGather{{{RuntimeGatherOption::unset, "unset"},
                                                            {RuntimeGatherOption::on, "on"},
                                                            {RuntimeGatherOption::off, "off"}}};
@@ -68,6 +75,16 @@ std::string_view to_string(PositionEmbeddingOption v) { return kPositionEmbeddin
 std::string_view to_string(GraphOption v) { return kGraphs.name(v); }
 std::string_view to_string(RecomputeOption v) { return kRecompute.name(v); }
 std::string_view to_string(RuntimeGatherOption v) { return kRuntimeGather.name(v); }
+std::string_view to_string(RouterScoreOption v) { return kRouterScore.name(v); }
+std::string_view to_string(ForceRoutingOption v) { return kForceRouting.name(v); }
+std::optional<RouterScoreOption> parse_router_score(std::string_view s) {
+  return kRouterScore.parse(s);
+}
+std::optional<ForceRoutingOption> parse_force_routing(std::string_view s) {
+  return kForceRouting.parse(s);
+}
+std::string known_router_scores() { return kRouterScore.known(); }
+std::string known_force_routings() { return kForceRouting.known(); }
 std::optional<LaunchMode> parse_launch_mode(std::string_view s) { return kLaunch.parse(s); }
 std::optional<DType> parse_dtype(std::string_view s) { return kDType.parse(s); }
 std::optional<NormOption> parse_norm(std::string_view s) { return kNorm.parse(s); }
@@ -93,6 +110,14 @@ bool RecomputeSpec::has(std::string_view module) const {
   return false;
 }
 
+namespace {
+std::string known_recompute_modules() {
+  std::string s;
+  for (std::string_view m : kRecomputeModules) s += (s.empty() ? "" : ", ") + std::string(m);
+  return s;
+}
+}  // namespace
+
 std::optional<RecomputeSpec> parse_recompute(std::string_view spec, std::string* why) {
   auto fail = [&](std::string rule) -> std::optional<RecomputeSpec> {
     if (why) *why = std::move(rule);
@@ -104,20 +129,20 @@ std::optional<RecomputeSpec> parse_recompute(std::string_view spec, std::string*
     const std::optional<RecomputeOption> kind = kRecompute.parse(spec);
     if (!kind || *kind == RecomputeOption::selective)
       return fail("unknown recompute mode (known: none, full-uniform, full-block, "
-                  "selective:<modules> with modules core_attn, layernorm, mlp)");
+                  "selective:<modules> with modules " + known_recompute_modules() + ")");
     out.kind = *kind;
     return out;
   }
   out.kind = RecomputeOption::selective;
   std::string_view rest = spec.substr(kSelective.size());
-  if (rest.empty()) return fail("selective recompute needs at least one module (core_attn, layernorm, mlp)");
+  if (rest.empty()) return fail("selective recompute needs at least one module (" + known_recompute_modules() + ")");
   while (true) {
     const std::size_t comma = rest.find(',');
     const std::string module(rest.substr(0, comma));
     bool known = false;
     for (std::string_view k : kRecomputeModules) known = known || k == module;
     if (!known)
-      return fail("unknown recompute module \"" + module + "\" (known: core_attn, layernorm, mlp)");
+      return fail("unknown recompute module \"" + module + "\" (known: " + known_recompute_modules() + ")");
     if (out.has(module)) return fail("recompute module \"" + module + "\" is listed twice");
     out.modules.push_back(module);
     if (comma == std::string_view::npos) break;

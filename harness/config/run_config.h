@@ -25,6 +25,8 @@ enum class RecomputeOption { none, full_uniform, full_block, selective };
 // What the training loop passes as the forward's runtime_gather_output:
 // nothing ("unset", the constructor flag decides), or a value that wins.
 enum class RuntimeGatherOption { unset, on, off };
+enum class RouterScoreOption { softmax, sigmoid, sqrt_softplus };
+enum class ForceRoutingOption { none, random, biased };
 
 std::string_view to_string(LaunchMode v);
 std::string_view to_string(DType v);
@@ -34,6 +36,8 @@ std::string_view to_string(PositionEmbeddingOption v);
 std::string_view to_string(GraphOption v);
 std::string_view to_string(RecomputeOption v);
 std::string_view to_string(RuntimeGatherOption v);
+std::string_view to_string(RouterScoreOption v);
+std::string_view to_string(ForceRoutingOption v);
 
 // The spelling of every enum value is the CLI/JSON spelling ("full-iteration").
 std::optional<LaunchMode> parse_launch_mode(std::string_view s);
@@ -43,6 +47,8 @@ std::optional<ActivationOption> parse_activation(std::string_view s);
 std::optional<PositionEmbeddingOption> parse_position_embedding(std::string_view s);
 std::optional<GraphOption> parse_graph_mode(std::string_view s);
 std::optional<RuntimeGatherOption> parse_runtime_gather(std::string_view s);
+std::optional<RouterScoreOption> parse_router_score(std::string_view s);
+std::optional<ForceRoutingOption> parse_force_routing(std::string_view s);
 // "a, b, c": the accepted spellings, for messages and help text.
 std::string known_launch_modes();
 std::string known_dtypes();
@@ -51,11 +57,14 @@ std::string known_activations();
 std::string known_position_embeddings();
 std::string known_graph_modes();
 std::string known_runtime_gathers();
+std::string known_router_scores();
+std::string known_force_routings();
 
 // `--recompute none | full-uniform | full-block | selective:<m1>[,<m2>...]`.
 // The config keeps the spec as written (so validation can name a bad module);
 // this is its parsed form.
-inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp"};
+inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp",
+                                                         "moe"};
 struct RecomputeSpec {
   RecomputeOption kind = RecomputeOption::none;
   std::vector<std::string> modules;  // selective only, in the order written
@@ -104,6 +113,20 @@ struct RunConfig {
   bool gather_output = false;              // output layer gathers logits over TP
   RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output
   double lr = 0.1;                         // SGD learning rate of the step driver (0: no update)
+  // --- MoE layers (docs/model.md "MoE layer"); moe_experts 0 = dense everywhere
+  int moe_experts = 0;
+  int moe_topk = 2;
+  RouterScoreOption moe_score = RouterScoreOption::softmax;
+  int moe_ffn_hidden = 0;                  // 0 = ffn_hidden
+  std::string moe_layers = "all";          // all | every:N | comma list of layer indices
+  double moe_aux_loss = 0.0;               // switch load-balancing loss coefficient
+  double moe_expert_bias = 0.0;            // aux-loss-free bias update rate
+  double moe_capacity_factor = 0.0;        // 0 = dropless
+  int moe_shared_expert_ffn = 0;           // 0 = no shared expert
+  ForceRoutingOption moe_force_routing = ForceRoutingOption::none;
+  double padding_fraction = 0.0;           // trailing padding tokens per sequence (router only)
+  // Added (mod vocab) to every padding token's id: router_invariance's run (h).
+  int padding_token_shift = 0;
   // --metrics names (docs/metrics.md); empty = no metric collector. Checked by
   // parse_metric_names; forward metrics are rejected under full-iteration graphs.
   std::vector<std::string> metrics;

@@ -213,6 +213,42 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(real("lr", &RunConfig::lr, kModel,
                    "SGD learning rate of the training step (0: no update)",
                    at_least(0, "must be a finite number >= 0")));
+  // MoE (docs/model.md "MoE layer"). The model's rules (ModelConfig::violations)
+  // say which combinations are valid.
+  const NumericRange non_negative = at_least(0, "must be >= 0");
+  f.push_back(integer("moe-experts", &RunConfig::moe_experts, kModel,
+                      "routed experts per MoE layer (>= 2); 0 = dense MLP everywhere",
+                      non_negative));
+  f.push_back(integer("moe-topk", &RunConfig::moe_topk, kModel, "experts per token", positive));
+  f.push_back(choice("moe-score", &RunConfig::moe_score, kModel,
+                     "router score function: softmax, sigmoid or sqrt-softplus",
+                     known_router_scores, parse_router_score));
+  f.push_back(integer("moe-ffn-hidden", &RunConfig::moe_ffn_hidden, kModel,
+                      "expert MLP hidden size (0 = ffn-hidden)", non_negative));
+  f.push_back(text("moe-layers", &RunConfig::moe_layers, kModel,
+                   "which layers are MoE: all, every:N (i % N == 0) or a comma list of indices"));
+  f.push_back(real("moe-aux-loss", &RunConfig::moe_aux_loss, kModel,
+                   "switch load-balancing loss coefficient (0 = none)", non_negative));
+  f.push_back(real("moe-expert-bias", &RunConfig::moe_expert_bias, kModel,
+                   "aux-loss-free expert bias update rate per step (0 = no bias)", non_negative));
+  f.push_back(real("moe-capacity-factor", &RunConfig::moe_capacity_factor, kModel,
+                   "expert capacity factor, tokens over capacity dropped (0 = dropless)",
+                   non_negative));
+  f.push_back(integer("moe-shared-expert-ffn", &RunConfig::moe_shared_expert_ffn, kModel,
+                      "shared expert hidden size, run beside the routed ones (0 = none)",
+                      non_negative));
+  f.push_back(choice("moe-force-routing", &RunConfig::moe_force_routing, kModel,
+                     "tests: none, random (random routing logits) or biased (every token "
+                     "prefers the first top-k experts); never applied to what is observed",
+                     known_force_routings, parse_force_routing));
+  f.push_back(real("padding-fraction", &RunConfig::padding_fraction, kModel,
+                   "trailing padding tokens per sequence, excluded from router observations "
+                   "and the aux loss, in [0, 1)",
+                   non_negative));
+  f.push_back(integer("padding-token-shift", &RunConfig::padding_token_shift, kModel,
+                      "added (mod vocab) to every padding token's id (parity check's run (h): "
+                      "what the router observes must not change)",
+                      non_negative));
   f.push_back(list("metrics", &RunConfig::metrics, kModel,
                    "metrics to collect after every step, comma-separated (docs/metrics.md), e.g. "
                    "layer-residual-contribution-l2,global-output-logits-l2",

@@ -46,7 +46,18 @@ std::string run_key(const std::string& model_field) {
       {"recompute_layers", "recompute-layers"},
       {"recompute_modules", "recompute"},
       {"graph_warmup", "graph-warmup"},
-      {"position_embedding", "position-embedding"}};
+      {"position_embedding", "position-embedding"},
+      {"moe_experts", "moe-experts"},
+      {"moe_topk", "moe-topk"},
+      {"moe_score", "moe-score"},
+      {"moe_ffn_hidden", "moe-ffn-hidden"},
+      {"moe_layers", "moe-layers"},
+      {"moe_aux_loss", "moe-aux-loss"},
+      {"moe_expert_bias", "moe-expert-bias"},
+      {"moe_capacity_factor", "moe-capacity-factor"},
+      {"moe_shared_expert_ffn", "moe-shared-expert-ffn"},
+      {"moe_force_routing", "moe-force-routing"},
+      {"padding_fraction", "padding-fraction"}};
   const auto it = keys.find(model_field);
   return it == keys.end() ? model_field : it->second;
 }
@@ -54,10 +65,13 @@ std::string run_key(const std::string& model_field) {
 // What a model without a site for `kind` would need to have one.
 std::string what_provides(SourceKind kind) {
   switch (kind) {
+    case SourceKind::router_diagnostics:
+      return "MoE layers (--moe-experts) whose router sees whole sequences: no sequence "
+             "parallelism with tp > 1 and cp = 1 (diagnostics normalize within a sequence; "
+             "megatron-reference 2.3)";
     case SourceKind::router_logits:
     case SourceKind::router_scores:
-    case SourceKind::router_diagnostics:
-      return "a mixture-of-experts router (parity's model is a dense GPT: no MoE layers)";
+      return "MoE layers (--moe-experts 4, docs/model.md \"MoE layer\")";
     case SourceKind::mtp_logits:
       return "multi-token prediction layers (parity's model has no MTP head)";
     default:
@@ -135,9 +149,23 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   // full-iteration graphs (contract.md section 3: replays observe nothing).
   if (!c.metrics.empty()) {
     try {
-      const KindSet sites = model_source_kinds(model_config_from(mappable));
+      const KindSet sites = model_source_kinds(mappable);
       bool all_observable = true;
       for (const MetricSpec& spec : parse_metric_names(c.metrics)) {
+        const bool router = spec.kind == SourceKind::router_logits ||
+                            spec.kind == SourceKind::router_scores ||
+                            spec.kind == SourceKind::router_diagnostics;
+        // megatron-reference 7.11: a router inside a captured graph is silent on
+        // replay, so its metrics would miss every replayed step. Per-layer graphs
+        // capture the whole layer, router included.
+        if (router && sites.contains(spec.kind) && c.graphs == GraphOption::per_layer) {
+          add("metrics",
+              "metric " + spec.name +
+                  " reads a router site, which per-layer graphs capture (the whole layer): "
+                  "replays would not observe it (megatron-reference 7.11)",
+              {"graphs"});
+          continue;
+        }
         if (sites.contains(spec.kind)) continue;
         all_observable = false;
         add("metrics", "metric " + spec.name + " reads " + std::string(to_string(spec.kind)) +

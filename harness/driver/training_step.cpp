@@ -50,6 +50,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       double(c.seq) * double(c.micro_batch) * double(o.microbatches) * double(par.dp_size());
   const std::int64_t step_base = step * o.microbatches * par.dp_size();
   const at::Tensor positions = model.local_positions();
+  // Each microbatch's MoE aux loss is its share of the step's mean, as each
+  // token's LM loss is (global_tokens below).
+  model.runtime().aux_loss_scale = 1.0 / (double(o.microbatches) * double(par.dp_size()));
 
   StepResult r;
   r.step = step;
@@ -67,7 +70,15 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     const MicrobatchData data = o.batch
                                     ? o.batch->microbatch(index)
                                     : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
-    inputs.push_back(model.slice_sequence(data.tokens));
+    at::Tensor tokens = data.tokens;
+    const std::int64_t padding = c.moe.padding_tokens(c.seq);
+    if (o.padding_token_shift != 0 && padding > 0) {
+      tokens = tokens.clone();
+      tokens.narrow(0, c.seq - padding, padding)
+          .add_(o.padding_token_shift)
+          .remainder_(c.vocab);
+    }
+    inputs.push_back(model.slice_sequence(tokens));
     inputs.push_back(model.slice_sequence(data.labels));
   }
   auto body = [&](const std::vector<at::Tensor>& in) {
@@ -162,9 +173,9 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
     TensorObservationCallback record = o.recorder->callback();
     TensorObservationCallback collect = collector->callback();
     capture.emplace(
-        [record, collect](const ObservationOwner& owner, std::string_view name, SourceKind kind,
+        [record, collect, trace_kinds](const ObservationOwner& owner, std::string_view name, SourceKind kind,
                           const at::Tensor& t, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
-          if (first_wave_kinds().contains(kind)) record(owner, name, kind, t, tp, seq, batch);
+          if (trace_kinds.contains(kind)) record(owner, name, kind, t, tp, seq, batch);
           collect(owner, name, kind, t, tp, seq, batch);
         },
         KindSet::from_bits(trace_kinds.bits() | collector->kinds().bits()));
@@ -214,6 +225,12 @@ nlohmann::json run_model_program(RankContext& ctx) {
   options.microbatches = config.microbatches;
   options.lr = config.lr;
   options.batch = batch.get();
+  // The router's diagnostics site too where the model declines it (SP x TP or
+  // CP split the sequences): a notification there is a broken rule the trace
+  // must show (fault diagnostics-under-cp).
+  options.kinds = model_source_kinds(config);
+  if (config.moe_experts >= 2) options.kinds.insert(SourceKind::router_diagnostics);
+  options.padding_token_shift = config.padding_token_shift;
   std::unique_ptr<RunDump> dump;
   if (!config.dump.empty()) {
     dump = std::make_unique<RunDump>(model, dump_staging_path(config.dump), ctx.rank == 0,

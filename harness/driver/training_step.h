@@ -39,6 +39,9 @@ struct TrainingOptions {
   // When set, the inputs come from it (--load-batch) instead of the seeded
   // microbatch_data; it must outlive run_training.
   const LoadedBatch* batch = nullptr;
+  // Added (mod vocab) to the token ids at the model's padding positions
+  // (MoeConfig::padding_fraction): parity check's run (h).
+  std::int64_t padding_token_shift = 0;
   // --dump (run_dump.h): called after each step's forward/backward with this
   // rank's logits and per-token losses of every microbatch, and after
   // finalize_grads before the update. Every rank must call them (gathers).

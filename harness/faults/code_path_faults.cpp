@@ -81,6 +81,30 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "exactly_once",
      "a residual observation outside a full-recompute chunk (whose forward runs "
      "under no-grad)"},
+    {F::observe_forced_logits, "observe-forced-logits",
+     "the router observes the forced routing logits (--moe-force-routing) instead of the raw "
+     "gating output (megatron-reference section 7.5)",
+     "router_invariance",
+     "an MoE layer with --moe-force-routing random or biased and a router site"},
+    {F::padding_included, "padding-included",
+     "router observations keep the padding tokens instead of compacting to the valid ones "
+     "(megatron-reference section 7.4)",
+     "router_invariance",
+     "an MoE layer with --padding-fraction > 0"},
+    {F::diagnostics_under_cp, "diagnostics-under-cp",
+     "the router builds and observes per-sequence diagnostics when sequence parallelism or cp "
+     "splits the sequences, instead of declining (megatron-reference section 7.10)",
+     "exactly_once",
+     "an MoE layer under cp > 1 or sp with tp > 1 (a site the contract rules out fires)"},
+    {F::expert_index_local, "expert-index-local",
+     "expert parameters are named (and so initialized) by their EP-local index instead of "
+     "ep_rank * E/ep + local (megatron-reference section 7.8)",
+     "sharded_reduction",
+     "an MoE layer with ep > 1 and a residual or logits metric"},
+    {F::router_silent_missing, "router-silent-missing",
+     "the router sites fire on replays of a captured layer (a graph replay runs no host code)",
+     "graph_replay",
+     "an MoE layer under per-layer graphs with a replay step"},
 }};
 
 }  // namespace

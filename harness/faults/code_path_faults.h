@@ -38,8 +38,13 @@ enum class CodePathFault : std::uint8_t {
   asymmetric_collective,
   wrong_gather_precedence,
   contribution_with_autograd,
+  observe_forced_logits,
+  padding_included,
+  diagnostics_under_cp,
+  expert_index_local,
+  router_silent_missing,
 };
-inline constexpr int kCodePathFaultCount = 15;
+inline constexpr int kCodePathFaultCount = 20;
 
 struct CodePathFaultInfo {
   CodePathFault fault;

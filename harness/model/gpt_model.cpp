@@ -7,6 +7,7 @@
 
 #include "harness/backend/tp_mappings.h"
 #include "harness/model/gather_output.h"
+#include "harness/model/moe_layer.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -216,12 +217,22 @@ std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt,
 
 // ---------------------------------------------------------------- layer
 TransformerLayer::TransformerLayer(std::string name, const ModelConfig* config,
-                                   ParameterFactory& params)
+                                   ParameterFactory& params, std::int64_t index,
+                                   const ParallelContext& parallel)
     : Module(name, config),
       input_layernorm_(name + ".input_layernorm", config, params),
       self_attention_(name + ".self_attention", config, params),
-      pre_mlp_layernorm_(name + ".pre_mlp_layernorm", config, params),
-      mlp_(name + ".mlp", config, params) {}
+      pre_mlp_layernorm_(name + ".pre_mlp_layernorm", config, params) {
+  if (config->moe.is_moe_layer(index, config->layers)) {
+    moe_ = std::make_unique<MoELayer>(name + ".mlp", config, params, index, parallel.ep_rank(),
+                                      parallel.ep_size());
+  } else {
+    mlp_ = std::make_unique<Mlp>(name + ".mlp", config, params);
+  }
+}
+
+TransformerLayer::TransformerLayer(TransformerLayer&&) noexcept = default;
+TransformerLayer::~TransformerLayer() = default;
 
 at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x,
                                      const at::Tensor& positions) const {
@@ -254,7 +265,7 @@ at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x
   at::Tensor ln2 = ckpt_norms ? ln2_ckpt.checkpoint(norm_fn(&pre_mlp_layernorm_), h)
                               : norm_fn(&pre_mlp_layernorm_)(h);
   residual = config_->fp32_residual ? h.to(at::kFloat) : h;
-  auto [mlp_out, mlp_bias] = mlp_.forward(rt, ln2);
+  auto [mlp_out, mlp_bias] = moe_ ? moe_->forward(rt, ln2, positions) : mlp_->forward(rt, ln2);
   if (ckpt_norms) ln2_ckpt.discard_output_and_register_recompute(mlp_out);
   return rt.backend->bias_dropout_add(mlp_out, mlp_bias, residual, p, rt.training, gen);
 }
@@ -292,7 +303,8 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
                    ParameterSource* weights)
     : config_(config),
       params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device(), weights) {
-  config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size());
+  config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size(),
+                   parallel.ep_size());
   rng_ = backend.make_rng_tracker();
   rng_->seed(config_.seed, parallel.tp_rank());
   runtime_ = ModelRuntime{&backend, parallel, rng_.get(), true};
@@ -300,7 +312,7 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
   embedding_ = std::make_unique<Embedding>("embedding", &config_, params_);
   layers_.reserve(static_cast<size_t>(config_.layers));
   for (std::int64_t i = 0; i < config_.layers; ++i) {
-    layers_.emplace_back("decoder.layers." + std::to_string(i), &config_, params_);
+    layers_.emplace_back("decoder.layers." + std::to_string(i), &config_, params_, i, parallel);
   }
   final_layernorm_ = std::make_unique<Norm>("decoder.final_layernorm", &config_, params_);
   // Tied: the word embeddings' [V/tp, h] shard is the output layer's weight (the
@@ -405,7 +417,11 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
   return graph_runner_->run_region(layer->canonical_name(), fn, {h}, last)[0];
 }
 
-void GPTModel::end_step() { graph_runner_->end_step(); }
+void GPTModel::end_step() {
+  for (TransformerLayer& layer : layers_)
+    if (layer.moe()) layer.moe()->router().update_expert_bias(runtime_);
+  graph_runner_->end_step();
+}
 
 std::vector<at::Tensor> GPTModel::run_iteration(const RegionFn& body,
                                                 const std::vector<at::Tensor>& inputs) {
@@ -432,6 +448,20 @@ void GPTModel::finalize_grads() {
     at::Tensor g = p.value.grad();
     if (p.sequence_parallel && par.tp_size() > 1) {
       g.copy_(par.tp->all_reduce(g.contiguous(), ReduceOp::sum));
+    }
+    if (p.expert >= 0 && par.ep_size() > 1) {
+      // Only the cp x dp ranks of this ep rank hold expert p.expert: every rank
+      // sums a [E, ...] stack holding its own experts' gradients in their
+      // global slots (zeros elsewhere; the same shape on every rank), then
+      // keeps its slot.
+      std::vector<std::int64_t> shape{config_.moe.experts};
+      shape.insert(shape.end(), g.sizes().begin(), g.sizes().end());
+      at::Tensor stack = at::zeros(shape, g.options());
+      stack.select(0, p.expert).copy_(g);
+      if (par.cp_size() > 1) stack = par.cp->all_reduce(stack, ReduceOp::sum);
+      if (par.dp_size() > 1) stack = par.dp->all_reduce(stack, ReduceOp::sum);
+      g.copy_(stack.select(0, p.expert));
+      continue;
     }
     if (par.cp_size() > 1) g.copy_(par.cp->all_reduce(g.contiguous(), ReduceOp::sum));
     if (par.dp_size() > 1) g.copy_(par.dp->all_reduce(g.contiguous(), ReduceOp::sum));

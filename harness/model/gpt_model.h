@@ -29,6 +29,9 @@ struct Parameter {
   // weights and row-parallel biases under SP), so its gradient is a partial sum
   // that finalize_grads all-reduces over TP.
   bool sequence_parallel = false;
+  // A routed expert's weight: the GLOBAL expert index (ep_rank * E/ep + local).
+  // Its gradient is summed over the ranks holding the same expert only.
+  std::int64_t expert = -1;
 };
 
 // What every module needs at forward time.
@@ -37,6 +40,10 @@ struct ModelRuntime {
   ParallelContext parallel;
   RngTracker* rng = nullptr;
   bool training = true;
+  // The main loss's backward scale, given to every MoE aux loss (the driver
+  // sets 1 / (microbatches * dp): each microbatch's aux loss is its share of
+  // the step's mean, as each token's LM loss is).
+  double aux_loss_scale = 1.0;
 };
 
 // A model object with a canonical dotted name (an observation owner).
@@ -148,22 +155,33 @@ class Mlp : public Module {
   RowParallelLinear linear_fc2_;
 };
 
-// input norm -> attention -> bias-dropout-add -> pre-MLP norm -> MLP -> bias-dropout-add.
+class MoELayer;  // moe_layer.h
+
+// input norm -> attention -> bias-dropout-add -> pre-MLP norm -> MLP (or the
+// MoE block on the layers MoeConfig::layers selects) -> bias-dropout-add.
 // Under selective recompute "layernorm" both norms run through
 // CheckpointWithoutOutput (output freed once consumed, recomputed before the
 // consumer's backward).
 class TransformerLayer : public Module {
  public:
-  TransformerLayer(std::string name, const ModelConfig* config, ParameterFactory& params);
+  // `index`: the layer's global index (MoeConfig::layers reads it); `parallel`
+  // places an MoE layer's experts (its ep rank).
+  TransformerLayer(std::string name, const ModelConfig* config, ParameterFactory& params,
+                   std::int64_t index = 0, const ParallelContext& parallel = {});
+  TransformerLayer(TransformerLayer&&) noexcept;
+  ~TransformerLayer() override;
   at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x, const at::Tensor& positions) const;
   const SelfAttention& self_attention() const { return self_attention_; }
-  const Mlp& mlp() const { return mlp_; }
+  // The dense MLP (null on an MoE layer) and the MoE block (null on a dense one).
+  const Mlp* mlp() const { return mlp_.get(); }
+  MoELayer* moe() const { return moe_.get(); }
 
  private:
   Norm input_layernorm_;
   SelfAttention self_attention_;
   Norm pre_mlp_layernorm_;
-  Mlp mlp_;
+  std::unique_ptr<Mlp> mlp_;
+  std::unique_ptr<MoELayer> moe_;
 };
 
 // Vocab-parallel word embeddings (rows split over TP, masked lookup, all-reduce)
@@ -227,7 +245,8 @@ class GPTModel {
   // The backend's graph runner (backend.h's GraphRunner interface).
   GraphRunner& graph_runner() { return *graph_runner_; }
 
-  // Call after each training step (after its backward passes). Per-layer
+  // Call after each training step (after its backward passes and the update):
+  // MoE routers move their expert bias (--moe-expert-bias). Then, per-layer
   // graphs: the first call after a recorded step builds the graphs (Megatron's
   // create_cudagraphs: K warmup runs and one capture per layer); later calls do
   // nothing. A no-op in the other modes.

@@ -50,6 +50,7 @@ std::string to_string(RecomputeModules m) {
   add(m.core_attn, "core_attn");
   add(m.layernorm, "layernorm");
   add(m.mlp, "mlp");
+  add(m.moe, "moe");
   return out;
 }
 RecomputeModules parse_recompute_modules(std::string_view list) {
@@ -64,9 +65,11 @@ RecomputeModules parse_recompute_modules(std::string_view list) {
       m.layernorm = true;
     } else if (item == "mlp") {
       m.mlp = true;
+    } else if (item == "moe") {
+      m.moe = true;
     } else {
       throw ModelConfigError("recompute_modules", std::string(item),
-                             "unknown module (known: core_attn, layernorm, mlp)");
+                             "unknown module (known: core_attn, layernorm, mlp, moe)");
     }
   }
   return m;
@@ -75,7 +78,8 @@ RecomputeModules parse_recompute_modules(std::string_view list) {
 ModelConfigError::ModelConfigError(const std::string& field, const std::string& value,
                                    const std::string& rule)
     : std::invalid_argument("model config: " + field + " = " + value + ": " + rule),
-      field_(field) {}
+      field_(field),
+      rule_(rule) {}
 
 namespace {
 template <typename T>
@@ -86,7 +90,141 @@ std::string str(T v) {
 }
 }  // namespace
 
-std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp) const {
+namespace {
+// The MoE rules (docs/model.md "MoE layer").
+template <typename Add>
+void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
+  const MoeConfig& m = c.moe;
+  if (m.experts < 0) {
+    add("moe_experts", str(m.experts), "must be >= 2 (0 = no MoE layer)");
+    return;
+  }
+  if (!m.enabled()) {
+    // Every MoE option needs experts: a lone one is a mistake, not a default.
+    const MoeConfig dense;
+    auto needs_experts = [&](const char* field, bool set, const std::string& value) {
+      if (set)
+        add(field, value, "needs moe_experts >= 2 (the model has no MoE layer)", {"moe_experts"});
+    };
+    needs_experts("moe_topk", m.topk != dense.topk, str(m.topk));
+    needs_experts("moe_score", m.score != dense.score, std::string(to_string(m.score)));
+    needs_experts("moe_ffn_hidden", m.ffn_hidden != dense.ffn_hidden, str(m.ffn_hidden));
+    needs_experts("moe_layers", m.layers != dense.layers, m.layers);
+    needs_experts("moe_aux_loss", m.aux_loss_coef != dense.aux_loss_coef, str(m.aux_loss_coef));
+    needs_experts("moe_expert_bias", m.expert_bias_rate != dense.expert_bias_rate,
+                  str(m.expert_bias_rate));
+    needs_experts("moe_capacity_factor", m.capacity_factor != dense.capacity_factor,
+                  str(m.capacity_factor));
+    needs_experts("moe_shared_expert_ffn", m.shared_expert_ffn != dense.shared_expert_ffn,
+                  str(m.shared_expert_ffn));
+    needs_experts("moe_force_routing", m.force_routing != dense.force_routing,
+                  std::string(to_string(m.force_routing)));
+    needs_experts("padding_fraction", m.padding_fraction != dense.padding_fraction,
+                  str(m.padding_fraction));
+    needs_experts("ep", ep > 1, str(ep));
+    if (c.recompute == RecomputeKind::selective && c.recompute_modules.moe)
+      add("recompute_modules", to_string(c.recompute_modules),
+          "the moe module needs moe_experts >= 2 (the model has no MoE layer)", {"moe_experts"});
+    return;
+  }
+  if (m.experts < 2) {
+    add("moe_experts", str(m.experts), "must be >= 2 (0 = no MoE layer)");
+    return;
+  }
+  if (m.topk < 1 || m.topk > m.experts)
+    add("moe_topk", str(m.topk), "must be in [1, moe_experts = " + str(m.experts) + "]",
+        {"moe_experts"});
+  if (ep >= 1 && m.experts % ep != 0)
+    add("moe_experts", str(m.experts), "must be divisible by ep (" + str(ep) + ")", {"ep"});
+  if (m.ffn_hidden < 0) {
+    add("moe_ffn_hidden", str(m.ffn_hidden), "must be >= 0 (0 = ffn_hidden)");
+  } else if (c.expert_ffn_hidden() % tp != 0) {
+    add("moe_ffn_hidden", str(c.expert_ffn_hidden()),
+        "must be divisible by tp (" + str(tp) + "): experts are split over tp", {"tp"});
+  }
+  if (m.shared_expert_ffn < 0)
+    add("moe_shared_expert_ffn", str(m.shared_expert_ffn), "must be >= 0 (0 = none)");
+  else if (m.shared_expert_ffn % tp != 0)
+    add("moe_shared_expert_ffn", str(m.shared_expert_ffn),
+        "must be divisible by tp (" + str(tp) + ")", {"tp"});
+  // Megatron: "When using MoE with tensor parallelism, sequence parallelism must be used".
+  if (tp > 1 && !c.sequence_parallel)
+    add("moe_experts", str(m.experts),
+        "MoE with tp > 1 needs sequence parallelism (as Megatron requires)", {"tp", "sp"});
+  const auto finite_at_least_zero = [&](const char* field, double v) {
+    if (!(v >= 0.0) || !std::isfinite(v)) add(field, str(v), "must be a finite number >= 0");
+  };
+  finite_at_least_zero("moe_aux_loss", m.aux_loss_coef);
+  finite_at_least_zero("moe_expert_bias", m.expert_bias_rate);
+  finite_at_least_zero("moe_capacity_factor", m.capacity_factor);
+  if (!(m.padding_fraction >= 0.0 && m.padding_fraction < 1.0)) {
+    add("padding_fraction", str(m.padding_fraction), "must be in [0, 1)");
+  } else if (m.padding_tokens(c.seq) >= c.seq) {
+    add("padding_fraction", str(m.padding_fraction),
+        "leaves no valid token in a sequence of " + str(c.seq), {"seq"});
+  }
+  try {
+    bool any = false;
+    for (std::int64_t i = 0; i < c.layers; ++i) any = m.is_moe_layer(i, c.layers) || any;
+    if (!any) add("moe_layers", m.layers, "selects no layer");
+  } catch (const ModelConfigError& e) {
+    add("moe_layers", m.layers.empty() ? "(empty)" : m.layers, e.rule());
+  }
+}
+}  // namespace
+
+std::string_view to_string(RouterScore s) {
+  switch (s) {
+    case RouterScore::softmax: return "softmax";
+    case RouterScore::sigmoid: return "sigmoid";
+    case RouterScore::sqrt_softplus: return "sqrt-softplus";
+  }
+  return "?";
+}
+
+std::string_view to_string(ForcedRouting f) {
+  switch (f) {
+    case ForcedRouting::none: return "none";
+    case ForcedRouting::random: return "random";
+    case ForcedRouting::biased: return "biased";
+  }
+  return "?";
+}
+
+std::int64_t MoeConfig::padding_tokens(std::int64_t seq) const {
+  return static_cast<std::int64_t>(std::llround(padding_fraction * static_cast<double>(seq)));
+}
+
+bool MoeConfig::is_moe_layer(std::int64_t index, std::int64_t layers_total) const {
+  if (!enabled()) return false;
+  const auto bad = [&](const std::string& rule) {
+    throw ModelConfigError("moe_layers", layers.empty() ? "(empty)" : layers, rule);
+  };
+  if (layers == "all") return true;
+  const std::string every = "every:";
+  const auto number = [&](const std::string& text) -> std::int64_t {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
+      bad("expected all, every:N or a comma list of layer indices");
+    return std::stoll(text);
+  };
+  if (layers.rfind(every, 0) == 0) {
+    const std::int64_t n = number(layers.substr(every.size()));
+    if (n < 1) bad("every:N needs N >= 1");
+    return index % n == 0;
+  }
+  bool found = false;
+  std::string item;
+  std::istringstream list(layers);
+  while (std::getline(list, item, ',')) {
+    const std::int64_t i = number(item);
+    if (i >= layers_total)
+      bad("layer " + item + " does not exist (layers = " + std::to_string(layers_total) + ")");
+    found = found || i == index;
+  }
+  return found;
+}
+
+std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp, int ep) const {
   std::vector<ModelConfigViolation> out;
   auto add = [&](std::string field, std::string value, std::string rule,
                  std::vector<std::string> involves = {}) {
@@ -161,7 +299,7 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   }
   if (recompute == RecomputeKind::selective && recompute_modules.empty())
     add("recompute_modules", "(empty)",
-        "selective recompute needs at least one of core_attn, layernorm, mlp");
+        "selective recompute needs at least one of core_attn, layernorm, mlp, moe");
   if (graph_warmup < 0) add("graph_warmup", str(graph_warmup), "must be >= 0");
   // Megatron: "recompute_granularity must not be full when CUDA Graphs are enabled"
   // (per-layer graphs; the checkpoint would wrap the graphed layers).
@@ -170,11 +308,12 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
         "full recompute cannot be combined with per-layer graphs (as in Megatron: "
         "\"recompute_granularity must not be full when CUDA Graphs are enabled\"); use selective",
         {"graphs"});
+  moe_violations(*this, tp, ep, add);
   return out;
 }
 
-void ModelConfig::validate(int tp, int cp, int dp) const {
-  const std::vector<ModelConfigViolation> v = violations(tp, cp, dp);
+void ModelConfig::validate(int tp, int cp, int dp, int ep) const {
+  const std::vector<ModelConfigViolation> v = violations(tp, cp, dp, ep);
   if (!v.empty()) throw ModelConfigError(v.front().field, v.front().value, v.front().rule);
 }
 

@@ -27,14 +27,48 @@ enum class RecomputeKind : std::int8_t { none, full_uniform, full_block, selecti
 // transformer layer (Megatron's "local" impl, whole-layer capture), or the
 // whole forward/backward.
 
+// MoE (docs/model.md "MoE layer"): the router's score function (Megatron's
+// moe_router_score_function) and parity's forced routing for tests (applied to
+// the routing only, never to what is observed).
+enum class RouterScore : std::int8_t { softmax, sigmoid, sqrt_softplus };
+enum class ForcedRouting : std::int8_t { none, random, biased };
+
+struct MoeConfig {
+  std::int64_t experts = 0;  // 0: every layer has the dense MLP
+  std::int64_t topk = 2;
+  RouterScore score = RouterScore::softmax;
+  std::int64_t ffn_hidden = 0;  // per expert; 0 = the model's ffn_hidden
+  // Which layers are MoE: "all", "every:N" (layer i when i % N == 0, Megatron's
+  // moe_layer_freq) or a comma list of layer indices.
+  std::string layers = "all";
+  double aux_loss_coef = 0.0;       // switch load-balancing loss; 0 = none
+  double expert_bias_rate = 0.0;    // aux-loss-free balancing bias update rate; 0 = no bias
+  double capacity_factor = 0.0;     // 0 = dropless; else drop tokens over capacity (by prob)
+  std::int64_t shared_expert_ffn = 0;  // 0 = no shared expert
+  ForcedRouting force_routing = ForcedRouting::none;
+  // The last round(padding_fraction * seq) positions of every sequence are
+  // padding: excluded from router observations, diagnostics and the aux loss.
+  double padding_fraction = 0.0;
+
+  bool enabled() const { return experts > 0; }
+  std::int64_t padding_tokens(std::int64_t seq) const;
+  // Whether layer `index` (0-based) of `layers_total` is an MoE layer; throws
+  // ModelConfigError naming moe_layers for a bad pattern.
+  bool is_moe_layer(std::int64_t index, std::int64_t layers_total) const;
+};
+std::string_view to_string(RouterScore s);      // "softmax", "sigmoid", "sqrt-softplus"
+std::string_view to_string(ForcedRouting f);    // "none", "random", "biased"
+
 // The selective-recompute module set.
 struct RecomputeModules {
   bool core_attn = false;
   bool layernorm = false;
   bool mlp = false;
-  bool empty() const { return !core_attn && !layernorm && !mlp; }
+  bool moe = false;  // the whole MoE block (router, dispatch, experts), Megatron's "moe"
+  bool empty() const { return !core_attn && !layernorm && !mlp && !moe; }
   friend bool operator==(RecomputeModules a, RecomputeModules b) {
-    return a.core_attn == b.core_attn && a.layernorm == b.layernorm && a.mlp == b.mlp;
+    return a.core_attn == b.core_attn && a.layernorm == b.layernorm && a.mlp == b.mlp &&
+           a.moe == b.moe;
   }
 };
 
@@ -44,7 +78,7 @@ std::string_view to_string(ActivationKind a);
 std::string_view to_string(PositionEmbeddingKind p);  // "learned", "rope"
 std::string_view to_string(RecomputeKind r);  // "none", "full-uniform", "full-block", "selective"
 std::string_view to_string(GraphMode g);      // "none", "per-layer", "full-iteration"
-// "core_attn,layernorm,mlp" (the set in that order; "" when empty).
+// "core_attn,layernorm,mlp,moe" (the set in that order; "" when empty).
 std::string to_string(RecomputeModules m);
 // Parses a comma-separated module list; throws ModelConfigError naming
 // `recompute_modules` and the unknown module.
@@ -55,9 +89,11 @@ class ModelConfigError : public std::invalid_argument {
  public:
   ModelConfigError(const std::string& field, const std::string& value, const std::string& rule);
   const std::string& field() const { return field_; }
+  const std::string& rule() const { return rule_; }
 
  private:
   std::string field_;
+  std::string rule_;
 };
 
 // One broken rule: the field (ModelConfig's name, or tp/cp/dp), its value, the
@@ -102,6 +138,7 @@ struct ModelConfig {
   // Graph phases (harness/graphs/, docs/graph-phases.md).
   GraphMode graphs = GraphMode::none;
   std::int64_t graph_warmup = 1;       // K: per-layer warmup runs / eager iterations before capture
+  MoeConfig moe;                       // MoE layers (off by default)
 
   std::int64_t head_dim() const { return hidden / heads; }
   std::int64_t fc1_width() const {
@@ -111,9 +148,11 @@ struct ModelConfig {
   // Every rule the model needs, for a run with the given parallel sizes (the one
   // home of these rules: RunConfig's validator maps them onto its keys). Sizes
   // below 1 are reported alone (the divisibility rules need them).
-  std::vector<ModelConfigViolation> violations(int tp, int cp, int dp) const;
+  // `ep`: the expert-parallel size (MoE only).
+  std::vector<ModelConfigViolation> violations(int tp, int cp, int dp, int ep = 1) const;
   // Throws ModelConfigError for the first of violations().
-  void validate(int tp, int cp, int dp) const;
+  void validate(int tp, int cp, int dp, int ep = 1) const;
+  std::int64_t expert_ffn_hidden() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_hidden; }
 };
 
 }  // namespace parity

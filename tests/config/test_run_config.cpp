@@ -153,16 +153,16 @@ TEST(RunConfigValidation, Recompute) {
   RunConfig c;
   c.recompute = "partial";
   expect_only(c, "--recompute partial: unknown recompute mode (known: none, full-uniform, "
-                 "full-block, selective:<modules> with modules core_attn, layernorm, mlp)");
+                 "full-block, selective:<modules> with modules core_attn, layernorm, mlp, moe)");
   c.recompute = "selective:foo";
   expect_only(c, "--recompute selective:foo: unknown recompute module \"foo\" (known: core_attn, "
-                 "layernorm, mlp)");
+                 "layernorm, mlp, moe)");
   c.recompute = "selective:mlp,attn";
   expect_only(c, "--recompute selective:mlp,attn: unknown recompute module \"attn\" (known: "
-                 "core_attn, layernorm, mlp)");
+                 "core_attn, layernorm, mlp, moe)");
   c.recompute = "selective:";
   expect_only(c, "--recompute selective:: selective recompute needs at least one module "
-                 "(core_attn, layernorm, mlp)");
+                 "(core_attn, layernorm, mlp, moe)");
   c.recompute = "selective:mlp,mlp";
   expect_only(c, "--recompute selective:mlp,mlp: recompute module \"mlp\" is listed twice");
   c.recompute = "selective:core_attn,layernorm,mlp";
@@ -283,7 +283,7 @@ TEST(RunConfigValidation, ScenarioFileFormat) {
             "s.json: \"sp\" = true: sequence parallelism requires tp > 1 (tp = 1)");
   EXPECT_EQ(format_for_file(v[0], "s.json"),
             "s.json: \"recompute\" = \"selective:foo\": unknown recompute module \"foo\" (known: "
-            "core_attn, layernorm, mlp)");
+            "core_attn, layernorm, mlp, moe)");
 }
 
 TEST(RunConfigValidation, BackendIsARegisteredName) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "harness/config/model_mapping.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/metric_names.h"
 
@@ -39,8 +40,33 @@ bool within(double x, double y, double tol, double* abs_err, double* rel_err) {
   return ok;
 }
 
+namespace {
+std::int64_t moe_layer_count(const RunConfig& c) {
+  const ModelConfig m = model_config_from(c);
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < m.layers; ++i) n += m.moe.is_moe_layer(i, m.layers) ? 1 : 0;
+  return n;
+}
+std::int64_t moe_sites_per_layer(const RunConfig& c) {
+  return model_source_kinds(c).contains(SourceKind::router_diagnostics) ? 8 : 7;
+}
+}  // namespace
+
+std::size_t expected_site_count(const RunConfig& c) {
+  const std::int64_t moe = moe_layer_count(c);
+  return static_cast<std::size_t>((c.layers - moe) * 6 + moe * moe_sites_per_layer(c) + 1);
+}
+
+std::string site_count_rule(const RunConfig& c) {
+  const std::int64_t moe = moe_layer_count(c);
+  if (moe == 0) return "6 per layer + the logits";
+  return "6 per dense layer, " + std::to_string(moe_sites_per_layer(c)) + " per MoE layer (" +
+         std::to_string(moe) + ") + the logits";
+}
+
 bool inside_graphed_layer(const std::string& kind) {
-  return kind == "attention_context" || kind == "mlp_output" || kind == "layernorm_output";
+  return kind == "attention_context" || kind == "mlp_output" || kind == "layernorm_output" ||
+         kind == "router_logits" || kind == "router_scores" || kind == "router_diagnostics";
 }
 
 std::int64_t steps_with_identical_weights(const CheckRun& a, const CheckRun& c) {

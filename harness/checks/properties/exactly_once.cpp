@@ -123,8 +123,7 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
   for (const CheckRun* run : runs) {
     const RunConfig& c = run->config;
     contributions += check_residual_contributions(*run, p);
-    // Per layer: two norm probes, the attention and MLP probes, two residuals.
-    const std::size_t expected_sites = static_cast<std::size_t>(c.layers) * 6 + 1;
+    const std::size_t expected_sites = expected_site_count(c);
     for (const RankRun& r : run->ranks) {
       // (step, microbatch, site, phase) -> count
       std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, int> seen, want;
@@ -136,7 +135,7 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
       if (sites.size() != expected_sites) {
         fail(p, "(" + run->name + ") rank " + std::to_string(r.rank) + ": " +
                     std::to_string(sites.size()) + " distinct sites observed, expected " +
-                    std::to_string(expected_sites) + " (6 per layer + the logits)");
+                    std::to_string(expected_sites) + " (" + site_count_rule(c) + ")");
         continue;
       }
       const std::int64_t K = c.graph_warmup;

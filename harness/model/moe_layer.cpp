@@ -1,0 +1,335 @@
+#include "harness/model/moe_layer.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "harness/backend/aux_loss_scaler.h"
+#include "harness/backend/tp_mappings.h"
+#include "harness/faults/code_path_faults.h"
+#include "harness/recompute/checkpoint.h"
+
+namespace parity {
+
+namespace {
+
+// Routing runs in fp32 (fp64 for an fp64 model): Megatron's moe_router_dtype.
+at::ScalarType routing_dtype(const at::Tensor& logits) {
+  return logits.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// The score function, per token over the experts (unnormalized for sigmoid
+// and sqrt-softplus, as Megatron's topk_routing_with_score_function).
+at::Tensor score_of(RouterScore score, const at::Tensor& logits) {
+  switch (score) {
+    case RouterScore::softmax: return at::softmax(logits, -1);
+    case RouterScore::sigmoid: return at::sigmoid(logits);
+    case RouterScore::sqrt_softplus: return at::sqrt(at::softplus(logits));
+  }
+  return at::softmax(logits, -1);
+}
+
+// The normalized decision distribution per token (router_scores; the aux
+// loss's probabilities): every score function divided by its sum.
+at::Tensor decision_distribution(RouterScore score, const at::Tensor& logits) {
+  const at::Tensor s = score_of(score, logits);
+  return score == RouterScore::softmax ? s : s / s.sum(-1, /*keepdim=*/true);
+}
+
+at::Tensor sum_over(Communicator* c, const at::Tensor& t) {
+  return c && c->size() > 1 ? c->all_reduce(t.contiguous(), ReduceOp::sum) : t;
+}
+at::Tensor gather_rows(Communicator* c, const at::Tensor& t) {
+  return c && c->size() > 1 ? c->all_gather(t.contiguous(), 0) : t;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- router
+TopKRouter::TopKRouter(std::string name, const ModelConfig* config, ParameterFactory& params,
+                       std::int64_t layer_index)
+    : Module(std::move(name), config), layer_index_(layer_index) {
+  const MoeConfig& m = config->moe;
+  // Replicated over TP; under SP each TP rank routes its own tokens, so the
+  // gradient is partial per TP rank (finalize_grads all-reduces it).
+  weight_ = params.make(name_ + ".weight", {m.experts, config->hidden}, InitKind::normal,
+                        config->init_std, ShardSpec::replicate(), config->sequence_parallel);
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(weight_.device());
+  expert_bias_ = at::zeros({m.experts}, f32);
+  tokens_per_expert_ = at::zeros({m.experts}, f32.dtype(at::kDouble));
+}
+
+Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
+                            const at::Tensor& positions) const {
+  const ModelConfig& c = *config_;
+  const MoeConfig& m = c.moe;
+  const std::int64_t E = m.experts, k = m.topk, s = x.size(0), b = x.size(1), T = s * b;
+  const at::Tensor logits = rt.backend->linear(x, weight_, at::Tensor());  // [s, b, E]
+  const at::ScalarType dtype = routing_dtype(logits);
+
+  // Valid (non-padding) tokens, [T] bool; undefined without a padding mask.
+  at::Tensor valid;
+  const std::int64_t padding = m.padding_tokens(c.seq);
+  if (padding > 0) valid = (positions < c.seq - padding).unsqueeze(1).expand({s, b}).reshape({T});
+
+  // What routing sees: the logits, or the forced ones (tests only).
+  at::Tensor routed = logits.to(dtype).reshape({T, E});
+  if (m.force_routing == ForcedRouting::random) {
+    // Megatron's apply_random_logits replaces the logits; parity's are drawn
+    // once per (seed, router) for every global position, so every layout
+    // routes each token alike.
+    if (!forced_logits_.defined())
+      forced_logits_ = full_parameter(c.seed, name_ + ".forced_logits", {c.seq, c.micro_batch, E},
+                                      InitKind::normal, 1.0, dtype)
+                           .to(x.device());
+    routed = forced_logits_.index_select(0, positions).narrow(1, 0, b).reshape({T, E});
+  } else if (m.force_routing == ForcedRouting::biased) {
+    // Every token prefers the first k experts (starving the others' EP ranks).
+    at::Tensor bias = at::zeros({E}, routed.options());
+    bias.narrow(0, 0, k).fill_(100.0);
+    routed = routed + bias;
+  }
+  observe_sites(rt, fault_active(CodePathFault::observe_forced_logits)
+                        ? routed.reshape({s, b, E}).to(logits.scalar_type())
+                        : logits,
+                valid);
+
+  const at::Tensor scores = score_of(m.score, routed);  // [T, E]
+  at::Tensor selection = scores.detach();
+  if (m.expert_bias_rate > 0) selection = selection + expert_bias_.to(selection.dtype());
+  const at::Tensor chosen = std::get<1>(at::topk(selection, k, -1));  // [T, k]
+  at::Tensor gathered = scores.gather(1, chosen);
+  // Megatron normalizes the top-k of sigmoid-like scores; softmax keeps them.
+  if (m.score != RouterScore::softmax) gathered = gathered / gathered.sum(-1, true);
+  at::Tensor map = at::zeros({T, E}, scores.options().dtype(at::kBool)).scatter_(1, chosen, true);
+  at::Tensor probs = at::zeros_like(scores).scatter(1, chosen, gathered);
+  if (m.capacity_factor > 0) {
+    const at::Tensor keep = capacity_keep(rt, probs.detach(), map, positions, b);
+    map = map.logical_and(keep);
+    probs = probs * keep.to(probs.scalar_type());
+  }
+
+  Routing r;
+  r.probs = probs;
+  r.routing_map = map;
+  const at::Tensor weight = valid.defined() ? valid.to(dtype) : at::ones({T}, scores.options());
+  if (m.aux_loss_coef > 0 && rt.training) r.aux_loss = aux_loss(rt, routed, weight);
+  // Expert-bias token counts: under grad only (Megatron's gate: a checkpointed
+  // layer's no-grad forward is not counted, its recomputation is), valid tokens.
+  if (m.expert_bias_rate > 0 && rt.training && at::GradMode::is_enabled()) {
+    at::NoGradGuard no_grad;
+    tokens_per_expert_ += (map.to(at::kDouble) * weight.to(at::kDouble).unsqueeze(1)).sum(0);
+  }
+  return r;
+}
+
+// Router observations: the raw logits (never the forced ones) and the
+// normalized decision distribution, both without grad; under a padding mask
+// compacted to the valid tokens [valid, E] (both populations on dim 0).
+void TopKRouter::observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
+                               const at::Tensor& valid) const {
+  (void)rt;
+  const bool want_logits = is_observing_tensor(SourceKind::router_logits);
+  const bool want_scores = is_observing_tensor(SourceKind::router_scores);
+  if (!want_logits && !want_scores) return;
+  at::NoGradGuard no_grad;
+  at::Tensor observed = logits.detach();
+  const OptionalDim tp_dim = config_->sequence_parallel ? OptionalDim(0) : std::nullopt;
+  OptionalDim batch_dim = 1;
+  // Fault padding-included: the padding rows stay in what is observed.
+  if (valid.defined() && !fault_active(CodePathFault::padding_included)) {
+    observed = observed.reshape({-1, observed.size(-1)}).index_select(0, valid.nonzero().squeeze(1));
+    batch_dim = 0;
+  }
+  if (want_logits)
+    observe_tensor(*this, "router_logits", SourceKind::router_logits, observed, tp_dim, 0,
+                   batch_dim);
+  if (want_scores)
+    observe_tensor(*this, "router_scores", SourceKind::router_scores,
+                   decision_distribution(config_->moe.score, observed.to(routing_dtype(observed))),
+                   tp_dim, 0, batch_dim);
+}
+
+// Megatron's switch load-balancing loss over the valid tokens of the
+// microbatch's whole sequence: E * coef / (k * N^2) * sum_e P_e * f_e with P_e
+// the summed decision probabilities (this rank's tokens, differentiable) and
+// f_e the unbiased top-k counts, N the valid tokens (both summed over the
+// ranks that split the sequence: tp under SP, cp). The ranks' shares add up to
+// the whole sequence's loss.
+at::Tensor TopKRouter::aux_loss(const ModelRuntime& rt, const at::Tensor& routed,
+                                const at::Tensor& weight) const {
+  const MoeConfig& m = config_->moe;
+  const at::Tensor distribution = decision_distribution(m.score, routed);  // [T, E]
+  at::Tensor counts;
+  {
+    at::NoGradGuard no_grad;
+    const at::Tensor chosen = std::get<1>(at::topk(distribution.detach(), m.topk, -1));
+    const at::Tensor aux_map =
+        at::zeros_like(distribution).scatter_(1, chosen, 1.0) * weight.unsqueeze(1);
+    counts = at::cat({aux_map.sum(0), weight.sum().reshape({1})});  // [E + 1]
+    if (config_->sequence_parallel) counts = sum_over(rt.parallel.tp, counts);
+    counts = sum_over(rt.parallel.cp, counts);
+  }
+  const std::int64_t E = m.experts;
+  const at::Tensor per_expert = counts.narrow(0, 0, E);
+  const at::Tensor n = counts.narrow(0, E, 1).squeeze();
+  // No host read (a captured graph may hold the layer): no valid token means
+  // zero counts, so the clamp only avoids 0/0.
+  const at::Tensor p = (distribution * weight.unsqueeze(1)).sum(0);
+  return (p * per_expert).sum() *
+         (static_cast<double>(E) * m.aux_loss_coef / static_cast<double>(m.topk)) /
+         (n * n).clamp_min(1.0);
+}
+
+// Capacity (Megatron's drop policy "probs"): each expert keeps its
+// ceil(k * N / E * factor) highest-probability tokens of the microbatch
+// (N = seq * b), ties broken by the token's global id (position * b + batch
+// index). Decided over the whole sequence (gathered over tp under SP and cp),
+// not per rank as Megatron does, so every layout drops the same tokens.
+at::Tensor TopKRouter::capacity_keep(const ModelRuntime& rt, const at::Tensor& probs,
+                                     const at::Tensor& map, const at::Tensor& positions,
+                                     std::int64_t b) const {
+  at::NoGradGuard no_grad;
+  const MoeConfig& m = config_->moe;
+  const std::int64_t T = probs.size(0), E = m.experts;
+  const std::int64_t capacity = static_cast<std::int64_t>(
+      std::ceil(static_cast<double>(m.topk * config_->seq * b) / E * m.capacity_factor));
+  const at::Tensor ids =
+      (positions.unsqueeze(1) * b + at::arange(b, positions.options())).reshape({T});
+  at::Tensor all_scores = at::where(map, probs, at::full_like(probs, -1.0));
+  at::Tensor all_ids = ids;
+  Communicator* tp = config_->sequence_parallel ? rt.parallel.tp : nullptr;
+  all_scores = gather_rows(rt.parallel.cp, gather_rows(tp, all_scores));
+  all_ids = gather_rows(rt.parallel.cp, gather_rows(tp, all_ids));
+  // Order by id, then (stably) by score: the rank of each token per expert.
+  const at::Tensor by_id = std::get<1>(at::sort(all_ids, /*stable=*/true, 0, false));
+  const at::Tensor sorted_scores = all_scores.index_select(0, by_id);
+  const at::Tensor order =
+      std::get<1>(at::sort(sorted_scores, /*stable=*/true, 0, /*descending=*/true));  // [N, E]
+  at::Tensor rank_of = at::empty_like(order);
+  rank_of.scatter_(0, order, at::arange(order.size(0), order.options()).unsqueeze(1).expand_as(order));
+  at::Tensor keep_sorted = rank_of < capacity;
+  at::Tensor keep_all = at::empty_like(keep_sorted).index_copy_(0, by_id, keep_sorted);
+  const std::int64_t offset =
+      (ParallelContext::rank_of(rt.parallel.cp) * ParallelContext::size_of(tp) +
+       ParallelContext::rank_of(tp)) *
+      T;
+  (void)E;
+  return keep_all.narrow(0, offset, T).logical_and(map);
+}
+
+void TopKRouter::update_expert_bias(const ModelRuntime& rt) {
+  const MoeConfig& m = config_->moe;
+  if (m.expert_bias_rate <= 0) return;
+  at::NoGradGuard no_grad;
+  at::Tensor counts = tokens_per_expert_;
+  if (config_->sequence_parallel) counts = sum_over(rt.parallel.tp, counts);
+  counts = sum_over(rt.parallel.dp, sum_over(rt.parallel.cp, counts));
+  const at::Tensor step = at::sign(counts.mean() - counts) * m.expert_bias_rate;
+  expert_bias_.add_(step.to(expert_bias_.scalar_type()));
+  tokens_per_expert_.zero_();
+}
+
+// ---------------------------------------------------------------- experts
+MoELayer::MoELayer(std::string name, const ModelConfig* config, ParameterFactory& params,
+                   std::int64_t layer_index, int ep_rank, int ep_size)
+    : Module(name, config), router_(name + ".router", config, params, layer_index) {
+  const ModelConfig& c = *config;
+  const std::int64_t local = c.moe.experts / ep_size;
+  first_expert_ = ep_rank * local;
+  const bool swiglu = c.activation == ActivationKind::swiglu;
+  const std::int64_t ffn = c.expert_ffn_hidden();
+  const double out_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.layers));
+  for (std::int64_t l = 0; l < local; ++l) {
+    const std::int64_t global = first_expert_ + l;
+    // Canonical names carry the GLOBAL expert index (contract.md section 2).
+    // Fault expert-index-local: the EP rank's local index instead.
+    const std::int64_t named =
+        fault_active(CodePathFault::expert_index_local) ? l : global;
+    const std::string base = name_ + ".experts.local_experts." + std::to_string(named);
+    Expert e;
+    e.fc1 = params.make(base + ".linear_fc1.weight", {swiglu ? 2 * ffn : ffn, c.hidden},
+                        InitKind::normal, c.init_std, ShardSpec::along(0, swiglu ? 2 : 1));
+    params.parameters().back().expert = global;
+    e.fc2 = params.make(base + ".linear_fc2.weight", {c.hidden, ffn}, InitKind::normal, out_std,
+                        ShardSpec::along(1));
+    params.parameters().back().expert = global;
+    experts_.push_back(e);
+  }
+  if (c.moe.shared_expert_ffn > 0) {
+    const std::int64_t f = c.moe.shared_expert_ffn;
+    shared_fc1_ = std::make_unique<ColumnParallelLinear>(
+        name_ + ".shared_experts.linear_fc1", config, params, c.hidden, swiglu ? 2 * f : f,
+        /*bias=*/false, /*gather_output=*/false, c.init_std, swiglu ? 2 : 1);
+    shared_fc2_ = std::make_unique<RowParallelLinear>(name_ + ".shared_experts.linear_fc2", config,
+                                                      params, f, c.hidden, /*bias=*/false, out_std);
+  }
+}
+
+at::Tensor MoELayer::run_expert(const ModelRuntime& rt, const Expert& e,
+                                const at::Tensor& rows) const {
+  at::Tensor h = rt.backend->linear(rows, e.fc1, at::Tensor());
+  h = config_->activation == ActivationKind::swiglu ? rt.backend->swiglu(h) : rt.backend->gelu(h);
+  return rt.backend->linear(h, e.fc2, at::Tensor());
+}
+
+at::Tensor MoELayer::dispatch_and_combine(const ModelRuntime& rt, const at::Tensor& tokens,
+                                          const at::Tensor& probs, const at::Tensor& map) const {
+  at::Tensor out = at::zeros_like(tokens);
+  for (std::size_t l = 0; l < experts_.size(); ++l) {
+    const std::int64_t g = first_expert_ + static_cast<std::int64_t>(l);
+    const at::Tensor rows = map.select(1, g).nonzero().squeeze(1);
+    // No collective runs inside an expert (its TP partial sums are reduced
+    // after the combine), so an expert without tokens may be skipped.
+    if (rows.numel() == 0) continue;
+    const at::Tensor y = run_expert(rt, experts_[l], tokens.index_select(0, rows));
+    const at::Tensor w = probs.select(1, g).index_select(0, rows).unsqueeze(1).to(y.scalar_type());
+    out = out.index_add(0, rows, y * w);
+  }
+  return out;
+}
+
+std::pair<at::Tensor, at::Tensor> MoELayer::forward(const ModelRuntime& rt, const at::Tensor& x,
+                                                    const at::Tensor& positions) const {
+  const ModelConfig& c = *config_;
+  Communicator* tp = c.sequence_parallel ? rt.parallel.tp : nullptr;
+  // The router sees this rank's rows: under SP its chunk of the CP-local sequence.
+  const at::Tensor router_positions =
+      tp ? positions.chunk(tp->size(), 0)[tp->rank()].contiguous() : positions;
+  const MoELayer* self = this;
+  CheckpointFn body = [self, rt, tp,
+                       router_positions](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+    const ModelConfig& cfg = *self->config_;
+    const std::int64_t E = cfg.moe.experts, h = cfg.hidden;
+    const at::Tensor& x = in[0];
+    Routing r = self->router_.forward(rt, x, router_positions);
+    const std::int64_t s = x.size(0), b = x.size(1);
+    // The TP group's tokens, weights and map (the SP all-gather; backward:
+    // reduce-scatter, so each TP rank's partial combine gradients are summed).
+    const at::Tensor tokens = tp ? gather_from_sequence_parallel_region(x, tp) : x;
+    const at::Tensor probs =
+        tp ? gather_from_sequence_parallel_region(r.probs.reshape({s, b, E}), tp) : r.probs;
+    const at::Tensor map =
+        tp ? tp->all_gather(r.routing_map.reshape({s, b, E}).to(at::kInt).contiguous(), 0)
+                 .to(at::kBool)
+           : r.routing_map;
+    at::Tensor out =
+        self->dispatch_and_combine(rt, tokens.reshape({-1, h}), probs.reshape({-1, E}),
+                                   map.reshape({-1, E}))
+            .reshape(tokens.sizes());
+    // The experts' TP partial sums, back to this rank's sequence shard.
+    if (tp) out = reduce_scatter_to_sequence_parallel_region(out, tp);
+    if (self->shared_fc1_) {
+      at::Tensor hs = self->shared_fc1_->forward(rt, x);
+      hs = cfg.activation == ActivationKind::swiglu ? rt.backend->swiglu(hs) : rt.backend->gelu(hs);
+      out = out + self->shared_fc2_->forward(rt, hs).first;
+    }
+    return {attach_aux_loss(out, r.aux_loss, rt.aux_loss_scale)};
+  };
+  const bool recompute = rt.training && c.recompute == RecomputeKind::selective &&
+                         c.recompute_modules.moe;
+  at::Tensor out = recompute ? checkpoint(body, {x}, rt.rng, name_)[0] : body({x})[0];
+  return {out, at::Tensor()};
+}
+
+}  // namespace parity

@@ -1,0 +1,94 @@
+#pragma once
+// Megatron's MoE block (MoELayer: TopKRouter, token dispatcher, experts,
+// optional shared expert), written once against the Backend interface. It
+// replaces a TransformerLayer's dense MLP on the layers MoeConfig::layers
+// selects. See docs/model.md "MoE layer".
+//
+// Layout: the router runs on this rank's tokens ([s/tp, b, h] under SP, the
+// residual stream's shard). The dispatcher gathers the tokens of the TP group
+// (SP all-gather), sends each token to the expert-parallel rank that holds its
+// experts (an uneven all-to-all over EP), runs the local experts (their weights
+// split over TP like a dense MLP: fc1 by rows, fc2 by columns), sends the
+// results back, combines them weighted by the routing probabilities and
+// reduce-scatters the TP partial sums back to the sequence shard.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/model/gpt_model.h"
+
+namespace parity {
+
+// One routing decision of a microbatch, over this rank's T = s_local * b tokens
+// (row t = position-major, batch-minor: t = s * b + b_index).
+struct Routing {
+  at::Tensor probs;        // [T, E] combine weights, 0 where not dispatched (grad flows)
+  at::Tensor routing_map;  // [T, E] bool: dispatched (after bias, forcing, capacity)
+  at::Tensor aux_loss;     // scalar, this rank's share; undefined without --moe-aux-loss
+};
+
+// Megatron's TopKRouter: gating linear (weight [E, h], replicated over TP),
+// score function, top-k with the aux-loss-free expert bias, capacity dropping,
+// the switch load-balancing loss, and the three router observation sites.
+class TopKRouter : public Module {
+ public:
+  TopKRouter(std::string name, const ModelConfig* config, ParameterFactory& params,
+             std::int64_t layer_index);
+  // x [s_local, b, h]; positions [s_local] the GLOBAL positions of x's rows.
+  Routing forward(const ModelRuntime& rt, const at::Tensor& x, const at::Tensor& positions) const;
+  // After a training step: the aux-loss-free bias moves toward balance,
+  // bias += rate * sign(mean load - load), loads summed over every rank's
+  // valid tokens of the step (collectives over tp, cp and dp). A no-op without
+  // --moe-expert-bias.
+  void update_expert_bias(const ModelRuntime& rt);
+  const at::Tensor& expert_bias() const { return expert_bias_; }
+
+ private:
+  void observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
+                     const at::Tensor& valid) const;
+  at::Tensor aux_loss(const ModelRuntime& rt, const at::Tensor& routed,
+                      const at::Tensor& weight) const;
+  at::Tensor capacity_keep(const ModelRuntime& rt, const at::Tensor& probs, const at::Tensor& map,
+                           const at::Tensor& positions, std::int64_t b) const;
+
+  at::Tensor weight_;
+  std::int64_t layer_index_;
+  at::Tensor expert_bias_;                // [E] fp32 (all zeros without --moe-expert-bias)
+  mutable at::Tensor tokens_per_expert_;  // [E] fp64 valid dispatched tokens of the step
+  mutable at::Tensor forced_logits_;      // --moe-force-routing random: [seq, b, E], made once
+};
+
+// The routed experts this rank holds (ep_rank * E/ep + local), each a dense
+// MLP split over TP, without biases (Megatron's grouped experts).
+class MoELayer : public Module {
+ public:
+  MoELayer(std::string name, const ModelConfig* config, ParameterFactory& params,
+           std::int64_t layer_index, int ep_rank, int ep_size);
+  // x [s_local, b, h] -> (output [s_local, b, h], undefined bias). The aux
+  // loss rides on the output (attach_aux_loss).
+  std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x,
+                                            const at::Tensor& positions) const;
+  TopKRouter& router() { return router_; }
+  const TopKRouter& router() const { return router_; }
+
+ private:
+  struct Expert {
+    at::Tensor fc1, fc2;  // [fc1_width / tp, h], [h, ffn / tp]
+  };
+  TopKRouter router_;
+  std::vector<Expert> experts_;  // local experts, in global order
+  std::int64_t first_expert_;    // global index of experts_[0]
+  std::unique_ptr<ColumnParallelLinear> shared_fc1_;
+  std::unique_ptr<RowParallelLinear> shared_fc2_;
+
+  at::Tensor run_expert(const ModelRuntime& rt, const Expert& e, const at::Tensor& rows) const;
+  // Tokens [N, h] of the TP group with their combine weights and map [N, E]:
+  // the experts' weighted outputs [N, h] (TP partial sums).
+  at::Tensor dispatch_and_combine(const ModelRuntime& rt, const at::Tensor& tokens,
+                                  const at::Tensor& probs, const at::Tensor& map) const;
+};
+
+}  // namespace parity
