@@ -11,6 +11,8 @@ struct ParallelContext {
   Communicator* tp = nullptr;
   Communicator* cp = nullptr;
   Communicator* dp = nullptr;
+  // Expert parallel: laid out inside cp x dp (ParallelTopology::ep_rank).
+  Communicator* ep = nullptr;
 
   static int rank_of(const Communicator* c) { return c ? c->rank() : 0; }
   static int size_of(const Communicator* c) { return c ? c->size() : 1; }
@@ -20,10 +22,12 @@ struct ParallelContext {
   int cp_size() const { return size_of(cp); }
   int dp_rank() const { return rank_of(dp); }
   int dp_size() const { return size_of(dp); }
+  int ep_rank() const { return rank_of(ep); }
+  int ep_size() const { return size_of(ep); }
 
   static ParallelContext single() { return {}; }
   static ParallelContext from(RankGroups& groups) {
-    return ParallelContext{groups.tp.get(), groups.cp.get(), groups.dp.get()};
+    return ParallelContext{groups.tp.get(), groups.cp.get(), groups.dp.get(), groups.ep.get()};
   }
 };
 
