@@ -130,6 +130,19 @@ class GlooTransport final : public CollectiveTransport {
     return from_wire(tensors[0], input.scalar_type());
   }
 
+  // Native: ProcessGroupGloo's alltoall_base with empty split lists is the
+  // equal-chunk exchange along dim 0 (1/size of the default's traffic).
+  at::Tensor all_to_all(const at::Tensor& input) override {
+    at::Tensor wire = wire_copy(input);
+    at::Tensor output = at::empty_like(wire);
+    std::vector<std::int64_t> equal_splits;
+    c10d::AllToAllOptions opts;
+    opts.timeout = timeout_;
+    wait("all_to_all",
+         [&] { return pg_->alltoall_base(output, wire, equal_splits, equal_splits, opts); });
+    return from_wire(output, input.scalar_type());
+  }
+
   void barrier() override {
     c10d::BarrierOptions opts;
     opts.timeout = timeout_;

@@ -61,10 +61,17 @@ void compare_scenarios(const nlohmann::json& baseline, const nlohmann::json& cur
   std::set<std::string> keys;
   for (const auto& [k, v] : b.items()) keys.insert(k);
   for (const auto& [k, v] : c.items()) keys.insert(k);
+  // A key the baseline lacks is a field added since it was written: that run
+  // had the field's default (tests/cli/baseline-fp64.json predates --ep).
+  const nlohmann::json defaults = to_json(RunConfig{});
+  auto value_of = [&](const nlohmann::json& scenario, const std::string& k) {
+    if (scenario.contains(k)) return scenario[k];
+    return defaults.contains(k) ? defaults[k] : nlohmann::json("missing");
+  };
   for (const std::string& k : keys) {
     if (output_keys().count(k)) continue;
-    const nlohmann::json bv = b.contains(k) ? b[k] : nlohmann::json("missing");
-    const nlohmann::json cv = c.contains(k) ? c[k] : nlohmann::json("missing");
+    const nlohmann::json bv = value_of(b, k);
+    const nlohmann::json cv = value_of(c, k);
     if (bv != cv)
       out.push_back({"scenario " + k, text_of(bv), text_of(cv),
                      "a different scenario: the comparison needs the baseline's"});

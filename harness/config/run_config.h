@@ -78,6 +78,7 @@ struct RunConfig {
   int tp = 1;
   int cp = 1;
   int dp = 1;
+  int ep = 1;                              // expert parallel, inside cp x dp; divides cp*dp
   bool sp = false;                         // sequence parallelism (needs tp > 1)
   LaunchMode launch = LaunchMode::threads;
   std::string backend = "reference";  // a registered backend (harness/backend/registry.h)

@@ -137,6 +137,9 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(integer("tp", &RunConfig::tp, kRuntime, "tensor-parallel size", positive));
   f.push_back(integer("cp", &RunConfig::cp, kRuntime, "context-parallel size", positive));
   f.push_back(integer("dp", &RunConfig::dp, kRuntime, "data-parallel size", positive));
+  f.push_back(integer("ep", &RunConfig::ep, kRuntime,
+                      "expert-parallel size, laid out inside the cp x dp ranks (must divide cp*dp)",
+                      positive));
   f.push_back(flag("sp", &RunConfig::sp, kRuntime, "sequence parallelism (needs --tp > 1)"));
   f.push_back(choice("launch", &RunConfig::launch, kRuntime,
                      "how ranks run: threads (one process), processes (one per rank), env "

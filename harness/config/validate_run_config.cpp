@@ -115,6 +115,14 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
             std::to_string(kMaxWorldSize),
         {"tp", "cp"});
 
+  // Expert parallelism re-slices the cp x dp ranks (Megatron's expert rank order
+  // tp-ep-edp), so it must divide them.
+  if (!has("ep") && !has("cp") && !has("dp") && (static_cast<long long>(c.cp) * c.dp) % c.ep != 0)
+    add("ep",
+        "must divide cp*dp = " + std::to_string(c.cp) + "*" + std::to_string(c.dp) + " = " +
+            std::to_string(static_cast<long long>(c.cp) * c.dp),
+        {"cp", "dp"});
+
   // The model's rules (their one home), with a valid recompute spec to map.
   std::string why;
   RunConfig mappable = c;

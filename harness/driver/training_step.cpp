@@ -261,7 +261,9 @@ nlohmann::json run_model_program(RankContext& ctx) {
        {{"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}}},
       {"steps", steps}};
   nlohmann::json collectives = nlohmann::json::object();
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep}) {
+    // ep only when it is an axis of its own, so dense runs report what they did.
+    if (axis == Axis::ep && ctx.topology.ep() == 1) continue;
     const Communicator& c = ctx.group(axis);
     collectives[std::string(to_string(axis))] = {{"ranks", c.global_ranks()},
                                                  {"calls", c.calls_issued()},

@@ -11,7 +11,8 @@ struct ParallelContext {
   Communicator* tp = nullptr;
   Communicator* cp = nullptr;
   Communicator* dp = nullptr;
-  Communicator* ep = nullptr;  // expert parallel (inside cp x dp); MoE dispatch
+  // Expert parallel: laid out inside cp x dp (ParallelTopology::ep_rank).
+  Communicator* ep = nullptr;
 
   static int rank_of(const Communicator* c) { return c ? c->rank() : 0; }
   static int size_of(const Communicator* c) { return c ? c->size() : 1; }
@@ -26,7 +27,7 @@ struct ParallelContext {
 
   static ParallelContext single() { return {}; }
   static ParallelContext from(RankGroups& groups) {
-    return ParallelContext{groups.tp.get(), groups.cp.get(), groups.dp.get()};
+    return ParallelContext{groups.tp.get(), groups.cp.get(), groups.dp.get(), groups.ep.get()};
   }
 };
 

@@ -11,6 +11,10 @@ std::string_view to_string(CollectiveOp op) {
     case CollectiveOp::reduce_scatter: return "reduce_scatter";
     case CollectiveOp::broadcast: return "broadcast";
     case CollectiveOp::barrier: return "barrier";
+    case CollectiveOp::all_to_all_counts:
+      return "all_to_all_counts";
+    case CollectiveOp::all_to_all:
+      return "all_to_all";
   }
   return "?";
 }
@@ -58,7 +62,10 @@ std::string CollectiveCall::describe() const {
       s += "(" + std::string(to_string(reduce)) + ", dim " + std::to_string(dim) + ")";
       break;
     case CollectiveOp::broadcast: s += "(root " + std::to_string(dim) + ")"; break;
-    case CollectiveOp::barrier: break;
+    case CollectiveOp::barrier:
+    case CollectiveOp::all_to_all_counts:
+    case CollectiveOp::all_to_all:
+      break;
   }
   s += " on ";
   s += to_string(axis);

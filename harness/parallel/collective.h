@@ -9,7 +9,19 @@
 
 namespace parity {
 
-enum class CollectiveOp : std::int8_t { all_reduce, all_gather, reduce_scatter, broadcast, barrier };
+// An uneven all-to-all (Communicator::all_to_all) is two calls: all_to_all_counts
+// (every rank's send counts, int64 [size], gathered) then all_to_all (the data,
+// every chunk padded to the group's largest: shape [size, max chunk, ...], the
+// same on every rank). New ops go last: fingerprints carry the op's number.
+enum class CollectiveOp : std::int8_t {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  barrier,
+  all_to_all_counts,
+  all_to_all
+};
 enum class ReduceOp : std::int8_t { sum, max, min };
 
 std::string_view to_string(CollectiveOp op);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/parallel/all_to_all.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rank_status.h"
 
@@ -258,6 +259,56 @@ at::Tensor Communicator::broadcast(const at::Tensor& input, int root) {
   return run(
       make_call(CollectiveOp::broadcast, axis_, x, ReduceOp::sum, root),
       [&](CollectiveTransport& t) { return t.broadcast(x, root); }, [&] { return x.clone(); });
+}
+
+void Communicator::check_all_to_all(const at::Tensor& input,
+                                    const std::vector<std::int64_t>& send_counts) const {
+  CollectiveCall c = make_call(CollectiveOp::all_to_all, axis_, input, ReduceOp::sum, 0);
+  c.sequence = sequence_;
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(c.describe() + " on " + group_label() + ": " + why);
+  };
+  if (!input.defined()) fail("input tensor is undefined");
+  if (input.dim() == 0) fail("needs a tensor with at least one dimension (rows)");
+  if (static_cast<int>(send_counts.size()) != size())
+    fail(std::to_string(send_counts.size()) + " send counts for a group of " +
+         std::to_string(size()) + " (one per rank)");
+  std::int64_t total = 0;
+  for (std::size_t d = 0; d < send_counts.size(); ++d) {
+    if (send_counts[d] < 0)
+      fail("send count " + std::to_string(send_counts[d]) + " for rank " + std::to_string(d) +
+           " is negative");
+    total += send_counts[d];
+  }
+  if (total != input.size(0))
+    fail("send counts sum to " + std::to_string(total) + " but the input has " +
+         std::to_string(input.size(0)) + " rows");
+}
+
+AllToAllResult Communicator::all_to_all(const at::Tensor& input,
+                                        const std::vector<std::int64_t>& send_counts) {
+  check_all_to_all(input, send_counts);
+  const at::Tensor x = input.detach().contiguous();
+  // 1. Every rank learns every rank's counts: the same int64 [size] on every rank.
+  const at::Tensor mine =
+      at::tensor(at::ArrayRef<std::int64_t>(send_counts), at::TensorOptions().dtype(at::kLong));
+  const at::Tensor gathered = run(
+      make_call(CollectiveOp::all_to_all_counts, axis_, mine, ReduceOp::sum, 0),
+      [&](CollectiveTransport& t) { return t.all_gather(mine, 0); }, [&] { return mine.clone(); });
+  const AllToAllCounts counts(size(), gathered);
+  std::vector<std::int64_t> recv_counts = counts.received_by(rank_);
+  // 2. The data, each chunk padded to the largest: [size, max chunk, ...] on every
+  // rank, so the call and its fingerprint are symmetric. When every chunk is
+  // empty (known to all alike) nothing needs to travel.
+  const std::int64_t max_chunk = counts.max_chunk();
+  const at::Tensor padded = pad_chunks(x, send_counts, max_chunk);
+  const at::Tensor received = run(
+      make_call(CollectiveOp::all_to_all, axis_, padded, ReduceOp::sum, 0),
+      [&](CollectiveTransport& t) {
+        return max_chunk == 0 ? padded.clone() : t.all_to_all(padded);
+      },
+      [&] { return padded.clone(); });
+  return {unpad_chunks(received, recv_counts), std::move(recv_counts)};
 }
 
 void Communicator::barrier() {

@@ -18,7 +18,8 @@ class Tensor;
 
 namespace parity {
 
-class RankStatus;  // harness/parallel/rank_status.h
+class RankStatus;       // harness/parallel/rank_status.h
+struct AllToAllResult;  // harness/parallel/all_to_all.h
 
 // Data movement only. Tensors are contiguous; results are new tensors unless
 // stated. Every call blocks until done or throws (timeout included).
@@ -34,6 +35,11 @@ class CollectiveTransport {
   virtual at::Tensor reduce_scatter(const at::Tensor& input, std::int64_t dim, ReduceOp op) = 0;
   virtual at::Tensor broadcast(const at::Tensor& input, int root) = 0;
   virtual void barrier() = 0;
+  // Equal chunks: input [size(), ...] on every rank, chunk d for group rank d;
+  // the result's chunk s is what rank s sent to this rank. The default
+  // (all_to_all.cpp) all-gathers and keeps this rank's chunks, so every
+  // transport has it; a transport with a native all-to-all overrides it.
+  virtual at::Tensor all_to_all(const at::Tensor& input);
 };
 
 struct CommunicatorOptions {
@@ -65,6 +71,14 @@ class Communicator {
   at::Tensor reduce_scatter(const at::Tensor& input, std::int64_t dim, ReduceOp op);
   at::Tensor broadcast(const at::Tensor& input, int root);
   void barrier();
+  // The uneven all-to-all (MoE token dispatch): `input` [n, ...] holds, in
+  // group-rank order, send_counts[d] rows for each group rank d (sum = n, each
+  // >= 0, one count per rank). Returns what every rank sent to this one,
+  // concatenated in group-rank order, and those counts. Two calls, each
+  // numbered and fingerprinted: all_to_all_counts (int64 [size], gathered) and
+  // all_to_all (the chunks padded to the group's largest: [size, max chunk, ...],
+  // equal on every rank). Include harness/parallel/all_to_all.h to use it.
+  AllToAllResult all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& send_counts);
 
   // "tp group [0, 1]" (global ranks), as error messages name the group.
   std::string group_label() const;
@@ -79,6 +93,10 @@ class Communicator {
   // broadcast root outside the group). Nothing is sent.
   void check_input(const at::Tensor& input, CollectiveOp op, std::int64_t dim,
                    ReduceOp reduce) const;
+  // The same for all_to_all: one count per rank, none negative, summing to the
+  // input's rows.
+  void check_all_to_all(const at::Tensor& input,
+                        const std::vector<std::int64_t>& send_counts) const;
   // Numbers `call` (sets its sequence) and chains it into call_hash().
   void record(CollectiveCall& call);
   // Numbers the call, enters it, moves the data (transfer on the transport, or

@@ -1,6 +1,7 @@
 #pragma once
-// Builds, for one rank, a communicator per axis (tp, cp, dp) plus the world
-// group, over a transport chosen by name ("gloo" for the reference backend).
+// Builds, for one rank, a communicator per axis (tp, cp, dp), the expert-parallel
+// group (ep) and the world group, over a transport chosen by name ("gloo" for
+// the reference backend).
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -30,7 +31,9 @@ void register_transport_factory(const std::string& name,
 std::unique_ptr<TransportFactory> make_transport_factory(const std::string& name);
 
 struct RankGroups {
-  std::unique_ptr<Communicator> tp, cp, dp, world;
+  // Every member is a communicator, a group of one where the axis has size 1
+  // (ep included); ep may be null only in groups a test assembles by hand.
+  std::unique_ptr<Communicator> tp, cp, dp, world, ep;
   Communicator& get(Axis axis);
 };
 

@@ -10,6 +10,8 @@ std::string_view to_string(Axis axis) {
     case Axis::cp: return "cp";
     case Axis::dp: return "dp";
     case Axis::world: return "world";
+    case Axis::ep:
+      return "ep";
   }
   return "?";
 }
@@ -19,8 +21,13 @@ std::string to_string(const RankCoordinates& c) {
          ", dp=" + std::to_string(c.dp) + ")";
 }
 
-ParallelTopology::ParallelTopology(int tp, int cp, int dp) : tp_(tp), cp_(cp), dp_(dp) {
-  if (tp < 1 || cp < 1 || dp < 1) throw std::invalid_argument("parallel sizes must be >= 1");
+ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep)
+    : tp_(tp), cp_(cp), dp_(dp), ep_(ep) {
+  if (tp < 1 || cp < 1 || dp < 1 || ep < 1)
+    throw std::invalid_argument("parallel sizes must be >= 1");
+  if ((cp * dp) % ep != 0)
+    throw std::invalid_argument("ep " + std::to_string(ep) +
+                                " must divide cp*dp = " + std::to_string(cp * dp));
 }
 
 int ParallelTopology::size(Axis axis) const {
@@ -29,6 +36,8 @@ int ParallelTopology::size(Axis axis) const {
     case Axis::cp: return cp_;
     case Axis::dp: return dp_;
     case Axis::world: return world_size();
+    case Axis::ep:
+      return ep_;
   }
   return 1;
 }
@@ -49,8 +58,20 @@ int ParallelTopology::coordinate(int rank, Axis axis) const {
     case Axis::cp: return c.cp;
     case Axis::dp: return c.dp;
     case Axis::world: return rank;
+    case Axis::ep:
+      return ep_rank(rank);
   }
   return 0;
+}
+
+int ParallelTopology::ep_rank(int rank) const {
+  const RankCoordinates c = coordinates(rank);
+  return (c.cp + cp_ * c.dp) % ep_;
+}
+
+int ParallelTopology::expert_data_parallel_rank(int rank) const {
+  const RankCoordinates c = coordinates(rank);
+  return (c.cp + cp_ * c.dp) / ep_;
 }
 
 std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
@@ -60,6 +81,17 @@ std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
     return ranks;
   }
   RankCoordinates c = coordinates(rank);
+  if (axis == Axis::ep) {
+    // Same tp and expert-data-parallel index; the combined cp/dp index j runs
+    // over edp*EP .. edp*EP + EP-1.
+    const int first = expert_data_parallel_rank(rank) * ep_;
+    for (int i = 0; i < ep_; ++i) {
+      c.cp = (first + i) % cp_;
+      c.dp = (first + i) / cp_;
+      ranks.push_back(rank_of(c));
+    }
+    return ranks;
+  }
   for (int i = 0; i < size(axis); ++i) {
     (axis == Axis::tp ? c.tp : axis == Axis::cp ? c.cp : c.dp) = i;
     ranks.push_back(rank_of(c));
@@ -74,6 +106,9 @@ std::string ParallelTopology::group_name(int rank, Axis axis) const {
     case Axis::cp: return "cp.tp" + std::to_string(c.tp) + ".dp" + std::to_string(c.dp);
     case Axis::dp: return "dp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp);
     case Axis::world: return "world";
+    case Axis::ep:
+      return "ep.tp" + std::to_string(c.tp) + ".edp" +
+             std::to_string(expert_data_parallel_rank(rank));
   }
   return "?";
 }

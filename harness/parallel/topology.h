@@ -1,6 +1,8 @@
 #pragma once
 // The parallel layout of a run: world = TP x CP x DP in Megatron's rank order
-// (tp fastest, then cp, then dp). Pure arithmetic, no torch.
+// (tp fastest, then cp, then dp), and the expert-parallel (EP) axis laid out
+// inside the cp x dp ranks as Megatron's expert rank generator does (order
+// tp-ep-edp, expert tensor parallel = tp). Pure arithmetic, no torch.
 #include <array>
 #include <string>
 #include <string_view>
@@ -8,7 +10,10 @@
 
 namespace parity {
 
-enum class Axis { tp, cp, dp, world };
+// ep comes after world so the model axes keep their indices 0..2 (placements,
+// fingerprints). ep is a group axis only: it is not one of kModelAxes, because a
+// metric's placement is over the dense layout (tp, cp, dp) that EP re-slices.
+enum class Axis { tp, cp, dp, world, ep };
 inline constexpr std::array<Axis, 3> kModelAxes{Axis::tp, Axis::cp, Axis::dp};
 std::string_view to_string(Axis axis);
 
@@ -25,25 +30,32 @@ std::string to_string(const RankCoordinates& c);
 
 class ParallelTopology {
  public:
-  // Sizes must be >= 1 (validated by validate_run_config before we get here).
-  ParallelTopology(int tp, int cp, int dp);
+  // Sizes must be >= 1 and ep must divide cp*dp (validate_run_config says so
+  // first, naming the field); throws std::invalid_argument otherwise.
+  ParallelTopology(int tp, int cp, int dp, int ep = 1);
 
   int tp() const { return tp_; }
   int cp() const { return cp_; }
   int dp() const { return dp_; }
+  int ep() const { return ep_; }
   int world_size() const { return tp_ * cp_ * dp_; }
   int size(Axis axis) const;
 
   RankCoordinates coordinates(int rank) const;
   int rank_of(const RankCoordinates& c) const;
   int coordinate(int rank, Axis axis) const;  // this rank's index within `axis`
+  // With j = cp + CP*dp (the rank's combined cp/dp index): ep_rank = j mod EP,
+  // and the expert-data-parallel index (which EP group) is j / EP.
+  int ep_rank(int rank) const;
+  int expert_data_parallel_rank(int rank) const;
   // Global ranks of the group along `axis` that contains `rank`, in group order.
   std::vector<int> group_ranks(int rank, Axis axis) const;
-  // A name unique per group, e.g. "tp.cp0.dp1" (store prefixes, reports).
+  // A name unique per group, e.g. "tp.cp0.dp1" or "ep.tp0.edp1" (store
+  // prefixes, reports).
   std::string group_name(int rank, Axis axis) const;
 
  private:
-  int tp_, cp_, dp_;
+  int tp_, cp_, dp_, ep_;
 };
 
 }  // namespace parity

@@ -20,6 +20,7 @@ nlohmann::json launch_spec_to_json(const LaunchSpec& s) {
   return {{"tp", s.tp},
           {"cp", s.cp},
           {"dp", s.dp},
+          {"ep", s.ep},
           {"mode", std::string(launch_mode_name(s.mode))},
           {"timeout_seconds", s.timeout_seconds},
           {"faults", s.faults},
@@ -39,6 +40,7 @@ LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
     s.tp = field("tp").get<int>();
     s.cp = field("cp").get<int>();
     s.dp = field("dp").get<int>();
+    s.ep = field("ep").get<int>();
     const std::string mode = field("mode").get<std::string>();
     if (mode == "threads")
       s.mode = LaunchMode::threads;

@@ -80,6 +80,9 @@ LaunchResult launch(const LaunchSpec& spec, const std::string& program,
   std::vector<LaunchProblem> problems = fault_spec_problems(spec.faults, spec.world_size());
   if (spec.transport.empty())
     problems.push_back({"transport", "", "not set (the backend's transport_name())"});
+  if (spec.ep < 1 || (spec.cp >= 1 && spec.dp >= 1 && (spec.cp * spec.dp) % spec.ep != 0))
+    problems.push_back({"ep", std::to_string(spec.ep),
+                        "must divide cp*dp = " + std::to_string(spec.cp * spec.dp)});
   if (!problems.empty()) throw LaunchSpecError(std::move(problems));
   ignore_sigpipe();
   switch (spec.mode) {

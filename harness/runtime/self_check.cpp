@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "harness/parallel/all_to_all.h"
 #include "harness/parallel/communicator.h"
 #include "harness/runtime/launcher.h"
 
@@ -104,6 +105,35 @@ void check_axis(RankContext& ctx, Axis axis, Checker& c) {
   c.expect(true, "barrier on " + name);
 }
 
+// The uneven all-to-all on `axis`: group rank s sends (s + 2d) % 3 rows to
+// group rank d (so some pairs send nothing), row i of them holding
+// 1000*s + 10*d + i in both columns.
+void check_all_to_all(RankContext& ctx, Axis axis, Checker& c) {
+  Communicator& g = ctx.group(axis);
+  const int n = g.size();
+  auto rows = [](int s, int d) { return static_cast<std::int64_t>((s + 2 * d) % 3); };
+  auto block = [&](int s, int d) {
+    return (at::arange(rows(s, d), at::kFloat) + static_cast<float>(1000 * s + 10 * d))
+        .unsqueeze(1)
+        .repeat({1, 2});
+  };
+  std::vector<std::int64_t> send;
+  std::vector<at::Tensor> mine, want;
+  std::vector<std::int64_t> want_counts;
+  for (int d = 0; d < n; ++d) {
+    send.push_back(rows(g.rank(), d));
+    mine.push_back(block(g.rank(), d));
+  }
+  for (int s = 0; s < n; ++s) {
+    want_counts.push_back(rows(s, g.rank()));
+    want.push_back(block(s, g.rank()));
+  }
+  const AllToAllResult got = g.all_to_all(at::cat(mine, 0), send);
+  const std::string name(to_string(axis));
+  c.expect_equal(got.output, at::cat(want, 0), "all_to_all on " + name);
+  c.expect(got.recv_counts == want_counts, "all_to_all on " + name + ": receive counts");
+}
+
 }  // namespace
 
 nlohmann::json run_self_check(RankContext& ctx) {
@@ -113,10 +143,16 @@ nlohmann::json run_self_check(RankContext& ctx) {
   ctx.fault_point("self-check midway");
   check_axis(ctx, Axis::cp, c);
   check_axis(ctx, Axis::dp, c);
+  const bool expert_parallel = ctx.topology.ep() > 1;
+  if (expert_parallel) {
+    check_axis(ctx, Axis::ep, c);
+    check_all_to_all(ctx, Axis::ep, c);
+  }
 
   nlohmann::json groups;
   std::int64_t collectives = 0;
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep}) {
+    if (axis == Axis::ep && !expert_parallel) continue;
     groups[std::string(to_string(axis))] = ctx.group(axis).global_ranks();
     collectives += ctx.group(axis).calls_issued();
   }

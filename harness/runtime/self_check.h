@@ -2,9 +2,10 @@
 // The runtime self-check rank program ("self-check"): what `parity check` runs
 // until the model exists. Every rank checks its group memberships and runs
 // all_reduce (sum, max, min), all_gather, reduce_scatter, broadcast and barrier
-// on the world, tp, cp and dp groups with values derived from its rank, checks
-// every result against the value computed from the topology, and passes its
-// fault point midway (after the world and tp groups, before cp and dp).
+// on the world, tp, cp and dp groups (and ep, with the uneven all_to_all, when
+// ep > 1) with values derived from its rank, checks every result against the
+// value computed from the topology, and passes its fault point midway (after
+// the world and tp groups, before cp and dp).
 #include <string>
 
 #include <nlohmann/json.hpp>

@@ -39,6 +39,8 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "2",
                                  "--dp",
                                  "3",
+                                 "--ep",
+                                 "3",
                                  "--sp",
                                  "--launch",
                                  "processes",
@@ -111,6 +113,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.tp, 2);
   EXPECT_EQ(c.cp, 2);
   EXPECT_EQ(c.dp, 3);
+  EXPECT_EQ(c.ep, 3);
   EXPECT_TRUE(c.sp);
   EXPECT_EQ(c.launch, LaunchMode::processes);
   EXPECT_EQ(c.seed, 99u);
@@ -349,6 +352,7 @@ std::vector<BadValue> bad_values() {
       one("tp", "0"),
       one("cp", "-2"),
       one("dp", "two"),
+      {"--ep", {"--ep", "3", "--dp", "2"}},  // must divide cp*dp
       {"--sp", {"--sp=maybe"}},
       one("launch", "mpi"),
       one("backend", "cuda-nope"),

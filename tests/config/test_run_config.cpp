@@ -41,6 +41,21 @@ TEST(RunConfigValidation, ParallelSizesAtLeastOne) {
   expect_only(c, "--dp 0: must be >= 1");
 }
 
+// Expert parallelism re-slices the cp x dp ranks (Megatron's tp-ep-edp order).
+TEST(RunConfigValidation, EpMustDivideCpTimesDp) {
+  RunConfig c;
+  c.dp = 2;
+  c.ep = 3;
+  expect_only(c, "--ep 3: must divide cp*dp = 1*2 = 2");
+  c.ep = 0;
+  expect_only(c, "--ep 0: must be >= 1");
+  c.tp = 2;  // tp does not count: expert tensor parallelism is tp itself
+  c.ep = 4;
+  expect_only(c, "--ep 4: must divide cp*dp = 1*2 = 2");
+  c.cp = 2;
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
 TEST(RunConfigValidation, WorldSizeAtMost64) {
   RunConfig c;
   c.cp = 8;
@@ -398,7 +413,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 17);
+  EXPECT_EQ(ranged, 18);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {
@@ -531,6 +546,7 @@ RunConfig unusual() {
   c.tp = 2;
   c.cp = 2;
   c.dp = 3;
+  c.ep = 3;
   c.sp = true;
   c.launch = LaunchMode::processes;
   c.seed = 18446744073709551557ull;
@@ -604,7 +620,8 @@ std::string parse_error(const std::string& text) {
 
 TEST(RunConfigJson, UnknownKeysAndWrongTypesNameTheKey) {
   const std::string unknown = parse_error(R"({"tpp": 2})");
-  EXPECT_EQ(unknown.rfind("unknown key \"tpp\" (known: tp, cp, dp, sp, launch,", 0), 0u) << unknown;
+  EXPECT_EQ(unknown.rfind("unknown key \"tpp\" (known: tp, cp, dp, ep, sp, launch,", 0), 0u)
+      << unknown;
   EXPECT_EQ(unknown.find('\n'), std::string::npos);
   EXPECT_EQ(parse_error(R"({"tp": "two"})"), "\"tp\" = \"two\": expected an integer");
   EXPECT_EQ(parse_error(R"({"tp": 1.5})"), "\"tp\" = 1.5: expected an integer");

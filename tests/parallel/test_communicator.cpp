@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/parallel/all_to_all.h"
 #include "harness/parallel/collective.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/errors.h"
@@ -51,6 +52,14 @@ TEST(CollectiveCall, DescribeNamesOpAxisDtypeShapeAndSequence) {
   CollectiveCall b2 = b;
   b2.sequence = 10;
   EXPECT_FALSE(b.same_call(b2));
+  c.op = CollectiveOp::all_to_all_counts;
+  c.axis = Axis::ep;
+  c.shape = {4};
+  EXPECT_EQ(c.describe(), "all_to_all_counts on ep, int64 [4], #4");
+  c.op = CollectiveOp::all_to_all;
+  c.dtype = static_cast<std::int8_t>(at::kFloat);
+  c.shape = {4, 3, 2};
+  EXPECT_EQ(c.describe(), "all_to_all on ep, float32 [4, 3, 2], #4");
   EXPECT_EQ(to_string(CollectiveOp::reduce_scatter), "reduce_scatter");
   EXPECT_EQ(to_string(ReduceOp::max), "max");
   EXPECT_EQ(to_string(RankState::in_collective), "in_collective");
@@ -187,6 +196,80 @@ TEST(Communicator, SizeOneGroupsNeedNoTransportAndReturnNewTensors) {
   EXPECT_EQ(c.group_label(), "cp group [5]");
 }
 
+TEST(Communicator, AllToAllInAGroupOfOneKeepsEveryRowAndIssuesTwoCalls) {
+  RankStatusRecord record{};
+  RankStatus status(&record);
+  Communicator c(Axis::ep, {3}, 0, nullptr, &status, {});
+  const at::Tensor x = at::arange(10, at::kFloat).reshape({5, 2});
+  const AllToAllResult r = c.all_to_all(x, {5});
+  EXPECT_TRUE(at::equal(r.output, x));
+  EXPECT_NE(r.output.data_ptr(), x.data_ptr());
+  EXPECT_EQ(r.recv_counts, (std::vector<std::int64_t>{5}));
+  EXPECT_EQ(c.calls_issued(), 2);
+  EXPECT_EQ(status.last_collective(), "all_to_all on ep, float32 [1, 5, 2], #1");
+}
+
+// The fake plays a group whose other ranks send exactly what this one sends:
+// rank 1 of 3 then receives its own chunk for rank 1 from every rank.
+TEST(Communicator, AllToAllPadsToTheLargestChunkAndKeepsTheRowsAddressedHere) {
+  auto t = std::make_unique<FakeTransport>(1, 3);
+  FakeTransport* fake = t.get();
+  RankStatusRecord record{};
+  RankStatus status(&record);
+  Communicator c(Axis::ep, {4, 5, 6}, 1, std::move(t), &status, {});
+  const at::Tensor x = at::arange(12, at::kDouble).reshape({6, 2});  // 1 row, 2 rows, 3 rows
+  const AllToAllResult r = c.all_to_all(x, {1, 2, 3});
+  const at::Tensor mine = x.narrow(0, 1, 2);
+  EXPECT_TRUE(at::equal(r.output, at::cat({mine, mine, mine}, 0))) << r.output;
+  EXPECT_EQ(r.recv_counts, (std::vector<std::int64_t>{2, 2, 2}));
+  EXPECT_EQ(fake->gathers, 2);  // the counts, then the default all_to_all's gather
+  // Every rank's chunks padded to the largest (3 rows): the same shape everywhere.
+  EXPECT_EQ(status.last_collective(), "all_to_all on ep, float64 [3, 3, 2], #1");
+  // No rank sends anything: the counts still travel, the data does not.
+  const AllToAllResult none = c.all_to_all(at::empty({0, 2}, at::kDouble), {0, 0, 0});
+  EXPECT_EQ(none.output.sizes(), (std::vector<std::int64_t>{0, 2}));
+  EXPECT_EQ(none.recv_counts, (std::vector<std::int64_t>{0, 0, 0}));
+  EXPECT_EQ(fake->gathers, 3);
+  EXPECT_EQ(c.calls_issued(), 4);
+}
+
+TEST(Communicator, AllToAllRejectsCountsThatDoNotDescribeTheInput) {
+  auto t = std::make_unique<FakeTransport>(0, 2);
+  FakeTransport* fake = t.get();
+  Communicator c(Axis::ep, {0, 1}, 0, std::move(t), nullptr, {});
+  const at::Tensor x = at::ones({5, 2});
+  try {
+    c.all_to_all(x, {2, 2});
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "all_to_all on ep, float32 [5, 2], #0 on ep group [0, 1]: send counts sum to 4 "
+              "but the input has 5 rows");
+  }
+  EXPECT_THROW(c.all_to_all(x, {5}), std::invalid_argument);      // one count per rank
+  EXPECT_THROW(c.all_to_all(x, {6, -1}), std::invalid_argument);  // none negative
+  EXPECT_THROW(c.all_to_all(at::ones({}), {0, 0}), std::invalid_argument);
+  EXPECT_THROW(c.all_to_all(at::Tensor(), {0, 0}), std::invalid_argument);
+  EXPECT_EQ(c.calls_issued(), 0);
+  EXPECT_EQ(fake->gathers, 0);
+}
+
+TEST(AllToAllCounts, ReadsTheGatheredMatrixBySourceThenDestination) {
+  // rank 0 sends {0, 3}, rank 1 sends {1, 0}.
+  const AllToAllCounts counts(2, at::tensor(std::vector<std::int64_t>{0, 3, 1, 0}));
+  EXPECT_EQ(counts.sent(0, 1), 3);
+  EXPECT_EQ(counts.received_by(0), (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(counts.received_by(1), (std::vector<std::int64_t>{3, 0}));
+  EXPECT_EQ(counts.max_chunk(), 3);
+  EXPECT_THROW(AllToAllCounts(3, at::zeros({4}, at::kLong)), std::logic_error);
+  const at::Tensor x = at::arange(4, at::kFloat).reshape({2, 2});
+  const at::Tensor padded = pad_chunks(x, {0, 2}, 3);
+  EXPECT_EQ(padded.sizes(), (std::vector<std::int64_t>{2, 3, 2}));
+  EXPECT_TRUE(at::equal(padded[1].narrow(0, 0, 2), x));
+  EXPECT_EQ(padded.abs().sum().item<float>(), x.sum().item<float>());  // zeros elsewhere
+  EXPECT_TRUE(at::equal(unpad_chunks(padded, {0, 2}), x));
+}
+
 TEST(Communicator, ResultsCarryNoAutogradHistory) {
   Communicator c(Axis::tp, {0}, 0, nullptr, nullptr, {});
   at::Tensor x = at::ones({3}).set_requires_grad(true);
@@ -285,13 +368,13 @@ class NeverCalledFactory : public TransportFactory {
   }
 };
 
-TEST(ProcessGroups, AWorldOfOneBuildsFourGroupsWithoutTransports) {
+TEST(ProcessGroups, AWorldOfOneBuildsFiveGroupsWithoutTransports) {
   auto rdv = Rendezvous::in_process();
   EXPECT_EQ(rdv->describe(), "in-process HashStore");
   EXPECT_EQ(rdv->port(), -1);
   NeverCalledFactory factory;
   RankGroups g = make_rank_groups(ParallelTopology(1, 1, 1), 0, *rdv, factory, nullptr, {});
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::world}) {
     EXPECT_EQ(g.get(axis).size(), 1);
     EXPECT_EQ(g.get(axis).axis(), axis);
     EXPECT_TRUE(at::equal(g.get(axis).all_reduce(at::ones({2}), ReduceOp::max), at::ones({2})));

@@ -367,6 +367,37 @@ TEST(Launcher, RankProgramsGetTheSpecAndTheirOwnArguments) {
   EXPECT_THROW(launch(spec, "test-arguments", arguments), LaunchSpecError);
 }
 
+// The ep groups exist on every rank; the self-check runs its collectives and the
+// uneven all_to_all on them.
+TEST(Launcher, SelfCheckCoversTheExpertParallelGroups) {
+  RunConfig c = layout(2, 2, 2);
+  c.ep = 4;
+  ASSERT_TRUE(validate_run_config(c).empty());
+  EXPECT_EQ(launch_spec_from(c).ep, 4);
+  EXPECT_EQ(launch_spec_from_json(launch_spec_to_json(launch_spec_from(c))).ep, 4);
+  const LaunchResult r = launch(c, kSelfCheckProgram);
+  ASSERT_TRUE(r.ok()) << r.failure->text();
+  EXPECT_TRUE(self_check_passed(r)) << format_self_check_table(r);
+  ASSERT_EQ(r.results.size(), 8u);
+  // Expert tensor parallel = tp: the ep group of rank 3 holds the tp-rank-1 ranks.
+  EXPECT_EQ(r.results[3]["groups"]["ep"].get<std::vector<int>>(), (std::vector<int>{1, 3, 5, 7}));
+  // Without EP, results name no ep group (dense runs report what they did).
+  const LaunchResult dense = launch(layout(2, 1, 1), kSelfCheckProgram);
+  ASSERT_TRUE(dense.ok()) << dense.failure->text();
+  EXPECT_FALSE(dense.results[0]["groups"].contains("ep"));
+}
+
+TEST(Launcher, AnEpThatDoesNotDivideCpTimesDpIsRefusedBeforeAnyRankStarts) {
+  LaunchSpec spec = launch_spec_from(layout(1, 1, 2));
+  spec.ep = 3;
+  try {
+    launch(spec, kSelfCheckProgram, nlohmann::json::object());
+    ADD_FAILURE() << "no exception";
+  } catch (const LaunchSpecError& e) {
+    EXPECT_EQ(std::string(e.what()), "ep=3: must divide cp*dp = 2");
+  }
+}
+
 TEST(LaunchMapping, TheTransportComesFromTheBackend) {
   const RunConfig c = layout(1, 1, 1);
   const LaunchSpec spec = launch_spec_from(c);
@@ -403,6 +434,16 @@ TEST_F(ProcessesMode, SelfCheckFourRanks) {
   EXPECT_TRUE(self_check_passed(r)) << format_self_check_table(r);
   ASSERT_EQ(r.results.size(), 4u);
   EXPECT_EQ(r.results[3]["groups"]["dp"].get<std::vector<int>>(), (std::vector<int>{1, 3}));
+}
+
+TEST_F(ProcessesMode, SelfCheckOverExpertParallelGroups) {
+  RunConfig c = layout(1, 2, 2, LaunchMode::processes);
+  c.ep = 2;
+  const LaunchResult r = launch(c, kSelfCheckProgram, options_);
+  ASSERT_TRUE(r.ok()) << r.failure->text();
+  EXPECT_TRUE(self_check_passed(r)) << format_self_check_table(r);
+  ASSERT_EQ(r.results.size(), 4u);
+  EXPECT_EQ(r.results[3]["groups"]["ep"].get<std::vector<int>>(), (std::vector<int>{2, 3}));
 }
 
 TEST_F(ProcessesMode, CrashIsSignalAbortWithLastCollective) {

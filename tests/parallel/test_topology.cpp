@@ -39,6 +39,71 @@ TEST(ParallelTopology, GroupsPartitionTheWorldPerAxis) {
 TEST(ParallelTopology, RejectsNonPositiveSizes) {
   EXPECT_THROW(ParallelTopology(0, 1, 1), std::invalid_argument);
   EXPECT_THROW(ParallelTopology(1, 1, 1).coordinates(1), std::out_of_range);
+  EXPECT_THROW(ParallelTopology(1, 1, 1, 0), std::invalid_argument);
+}
+
+TEST(ParallelTopology, EpMustDivideCpTimesDp) {
+  EXPECT_THROW(ParallelTopology(1, 1, 2, 3), std::invalid_argument);
+  EXPECT_THROW(ParallelTopology(2, 2, 1, 4), std::invalid_argument);  // tp is not EP's to use
+  EXPECT_NO_THROW(ParallelTopology(2, 2, 2, 4));
+  EXPECT_EQ(ParallelTopology(2, 1, 1).ep(), 1);  // the three-argument form: no EP
+}
+
+// Megatron's expert rank order tp-ep-edp over the same world: with j = cp +
+// CP*dp, ep_rank = j mod EP and the expert-data-parallel index = j / EP.
+TEST(ParallelTopology, EpGroupsFollowMegatronsExpertRankOrder) {
+  // tp2 cp2 dp2 ep2: j = cp + 2*dp, so EP pairs the two cp ranks of a dp rank.
+  ParallelTopology t(2, 2, 2, 2);
+  EXPECT_EQ(t.group_ranks(0, Axis::ep), (std::vector<int>{0, 2}));
+  EXPECT_EQ(t.group_ranks(5, Axis::ep), (std::vector<int>{5, 7}));
+  EXPECT_EQ(t.ep_rank(6), 1);  // (tp 0, cp 1, dp 1): j = 3
+  EXPECT_EQ(t.expert_data_parallel_rank(6), 1);
+  EXPECT_EQ(t.group_name(7, Axis::ep), "ep.tp1.edp1");
+  // tp1 cp2 dp2 ep4: one EP group spanning cp and dp.
+  EXPECT_EQ(ParallelTopology(1, 2, 2, 4).group_ranks(3, Axis::ep), (std::vector<int>{0, 1, 2, 3}));
+  // tp2 cp1 dp4 ep2: EP groups run along dp, edp counts pairs of dp ranks.
+  ParallelTopology d(2, 1, 4, 2);
+  EXPECT_EQ(d.group_ranks(5, Axis::ep), (std::vector<int>{5, 7}));
+  EXPECT_EQ(d.expert_data_parallel_rank(5), 1);
+  // tp1 cp3 dp2 ep3: the groups are the cp groups.
+  EXPECT_EQ(ParallelTopology(1, 3, 2, 3).group_ranks(4, Axis::ep), (std::vector<int>{3, 4, 5}));
+  // tp1 cp3 dp2 ep2: a group may join the last cp rank of one dp rank to the
+  // first of the next (j = 2, 3: rank 2 is cp2 dp0, rank 3 is cp0 dp1).
+  ParallelTopology across(1, 3, 2, 2);
+  EXPECT_EQ(across.group_ranks(2, Axis::ep), (std::vector<int>{2, 3}));
+  EXPECT_EQ(across.coordinates(3), (RankCoordinates{0, 0, 1}));
+}
+
+TEST(ParallelTopology, EpGroupsPartitionTheWorldForEveryLayout) {
+  struct Layout {
+    int tp, cp, dp, ep;
+  };
+  for (const Layout& l : {Layout{1, 1, 1, 1}, Layout{2, 1, 2, 2}, Layout{1, 2, 1, 2},
+                          Layout{2, 2, 2, 2}, Layout{2, 2, 2, 4}, Layout{1, 3, 2, 3},
+                          Layout{1, 3, 2, 2}, Layout{1, 2, 3, 6}, Layout{2, 1, 4, 2}}) {
+    ParallelTopology t(l.tp, l.cp, l.dp, l.ep);
+    const std::string layout = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " dp" +
+                               std::to_string(l.dp) + " ep" + std::to_string(l.ep);
+    std::set<int> seen;
+    std::set<std::string> names;
+    for (int r = 0; r < t.world_size(); ++r) {
+      const std::vector<int> g = t.group_ranks(r, Axis::ep);
+      ASSERT_EQ(static_cast<int>(g.size()), l.ep) << layout;
+      EXPECT_EQ(t.size(Axis::ep), l.ep);
+      EXPECT_EQ(g[t.ep_rank(r)], r) << layout << " rank " << r;
+      EXPECT_EQ(t.coordinate(r, Axis::ep), t.ep_rank(r));
+      for (int member : g) {
+        // Expert tensor parallel = tp: an EP group never mixes tp ranks.
+        EXPECT_EQ(t.coordinates(member).tp, t.coordinates(r).tp) << layout;
+        EXPECT_EQ(t.group_name(member, Axis::ep), t.group_name(r, Axis::ep)) << layout;
+        EXPECT_EQ(t.group_ranks(member, Axis::ep), g) << layout;
+      }
+      names.insert(t.group_name(r, Axis::ep));
+      seen.insert(g.begin(), g.end());
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), t.world_size()) << layout;
+    EXPECT_EQ(static_cast<int>(names.size()), t.world_size() / l.ep) << layout;
+  }
 }
 
 }  // namespace
