@@ -150,9 +150,13 @@ std::vector<MetricResult> MetricCollector::commit(MetricExecutor& executor) {
           if (!merged.layer.empty()) labels[merged.layer].push_back(merged);
           labels["global"].push_back(std::move(merged));
           break;
-        case LabelScope::global: labels["global"].push_back(std::move(merged)); break;
+        case LabelScope::global:
+          labels["global"].push_back(std::move(merged));
+          break;
         // One program; its named results carry the labels (this one names it in errors).
-        case LabelScope::layer_rollup: labels["every-layer"].push_back(std::move(merged)); break;
+        case LabelScope::layer_rollup:
+          labels["every-layer"].push_back(std::move(merged));
+          break;
       }
     }
     for (auto& [label, values] : labels)

@@ -131,8 +131,8 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
       continue;
     }
     if (result.dim() != 1 || result.size(0) != static_cast<std::int64_t>(p.step.labels.size()))
-      throw std::logic_error("metric " + p.metric + " (" + p.label + "): " +
-                             std::to_string(result.numel()) + " named values for " +
+      throw std::logic_error("metric " + p.metric + " (" + p.label +
+                             "): " + std::to_string(result.numel()) + " named values for " +
                              std::to_string(p.step.labels.size()) + " labels");
     for (std::size_t i = 0; i < p.step.labels.size(); ++i)
       results.push_back({p.metric, p.step.labels[i], result[i].item<double>()});

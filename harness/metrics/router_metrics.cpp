@@ -19,11 +19,11 @@ namespace parity {
 namespace {
 
 enum class Aggregation : std::int8_t {
-  mean,              // over valid sequences
-  max,               // over valid sequences
-  min,               // over valid sequences
-  global,            // of the batch's renormalized token-weighted distributions
-  mean_minus_global, // mean - global: how far sequences sit from the batch
+  mean,               // over valid sequences
+  max,                // over valid sequences
+  min,                // over valid sequences
+  global,             // of the batch's renormalized token-weighted distributions
+  mean_minus_global,  // mean - global: how far sequences sit from the batch
 };
 
 struct Operation {
@@ -115,10 +115,14 @@ class Layout {
  public:
   Layout(const std::vector<Operation>& ops, std::int64_t experts) : experts_(experts) {
     for (const Operation& op : ops) {
-      if (has_sum_slot(op)) slot_.push_back(sums_++);
-      else if (op.aggregation == Aggregation::max) slot_.push_back(maxima_++);
-      else if (op.aggregation == Aggregation::min) slot_.push_back(minima_++);
-      else slot_.push_back(-1);
+      if (has_sum_slot(op))
+        slot_.push_back(sums_++);
+      else if (op.aggregation == Aggregation::max)
+        slot_.push_back(maxima_++);
+      else if (op.aggregation == Aggregation::min)
+        slot_.push_back(minima_++);
+      else
+        slot_.push_back(-1);
     }
   }
   std::int64_t experts() const { return experts_; }
@@ -151,8 +155,8 @@ at::Tensor vector_of(const std::vector<at::Tensor>& scalars) {
 
 // The largest (smallest) value; NaN when any is NaN, like a tensor amax.
 double extreme(const std::vector<double>& values, bool smallest) {
-  double out = smallest ? std::numeric_limits<double>::infinity()
-                        : -std::numeric_limits<double>::infinity();
+  double out =
+      smallest ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
   for (double v : values) {
     if (std::isnan(v)) return v;
     out = smallest ? std::min(out, v) : std::max(out, v);
@@ -249,10 +253,12 @@ class RouterDiagnosticsMetric final : public Metric {
     for (const Operation& op : family_.operations) {
       if (op.aggregation == Aggregation::global) continue;
       const at::Tensor x = per_sequence(d, op.statistic).masked_select(valid);
-      if (has_sum_slot(op)) sums.push_back(x.sum());
+      if (has_sum_slot(op))
+        sums.push_back(x.sum());
       else if (op.aggregation == Aggregation::max)
         maxima.push_back(x.numel() ? x.amax() : at::scalar_tensor(-inf, at::kDouble));
-      else minima.push_back(x.numel() ? x.amin() : at::scalar_tensor(inf, at::kDouble));
+      else
+        minima.push_back(x.numel() ? x.amin() : at::scalar_tensor(inf, at::kDouble));
     }
     sums.push_back(valid.sum().to(at::kDouble));
     const RouterDistributions rows = distributions_of(d);
@@ -270,13 +276,12 @@ class RouterDiagnosticsMetric final : public Metric {
     while (axis < kModelAxes.size() && !(mask & axis_bit(axis))) ++axis;
     if (axis == kModelAxes.size()) return then(blocks);
     const Axis a = kModelAxes[axis];
-    return MetricStep::collect(
-        {{blocks.sums, a, CollectiveKind::all_reduce, ReduceOp::sum},
-         {blocks.maxima, a, CollectiveKind::all_reduce, ReduceOp::max},
-         {blocks.minima, a, CollectiveKind::all_reduce, ReduceOp::min}},
-        [mask, axis, then](std::vector<at::Tensor> done) {
-          return reduce({done[0], done[1], done[2]}, mask, axis + 1, then);
-        });
+    return MetricStep::collect({{blocks.sums, a, CollectiveKind::all_reduce, ReduceOp::sum},
+                                {blocks.maxima, a, CollectiveKind::all_reduce, ReduceOp::max},
+                                {blocks.minima, a, CollectiveKind::all_reduce, ReduceOp::min}},
+                               [mask, axis, then](std::vector<at::Tensor> done) {
+                                 return reduce({done[0], done[1], done[2]}, mask, axis + 1, then);
+                               });
   }
 
   // The renormalized token-weighted distributions of one layer's sums row, as
@@ -318,10 +323,18 @@ class RouterDiagnosticsMetric final : public Metric {
         const double n = sum_at(l, count_index);
         double v = 0;
         switch (op.aggregation) {
-          case Aggregation::mean: v = sum_at(l, slot) / std::max(n, 1.0); break;
-          case Aggregation::max: v = maxima[l][slot].item<double>(); break;
-          case Aggregation::min: v = minima[l][slot].item<double>(); break;
-          case Aggregation::global: v = batch_value(l); break;
+          case Aggregation::mean:
+            v = sum_at(l, slot) / std::max(n, 1.0);
+            break;
+          case Aggregation::max:
+            v = maxima[l][slot].item<double>();
+            break;
+          case Aggregation::min:
+            v = minima[l][slot].item<double>();
+            break;
+          case Aggregation::global:
+            v = batch_value(l);
+            break;
           case Aggregation::mean_minus_global:
             v = sum_at(l, slot) / std::max(n, 1.0) - batch_value(l);
             break;
@@ -332,9 +345,15 @@ class RouterDiagnosticsMetric final : public Metric {
       }
       switch (op.aggregation) {
         // Every layer's sequences together.
-        case Aggregation::mean: global = total / std::max(count, 1.0); break;
-        case Aggregation::max: global = extreme(per_layer, false); break;
-        case Aggregation::min: global = extreme(per_layer, true); break;
+        case Aggregation::mean:
+          global = total / std::max(count, 1.0);
+          break;
+        case Aggregation::max:
+          global = extreme(per_layer, false);
+          break;
+        case Aggregation::min:
+          global = extreme(per_layer, true);
+          break;
         // Batch-level values do not pool across layers: the mean over layers.
         case Aggregation::global:
         case Aggregation::mean_minus_global: {

@@ -44,28 +44,45 @@ at::Tensor statistic_of(const RouterDistributions& rows, RouterStatistic statist
   const double u = 1.0 / experts;
   const at::Tensor& bias = rows.bias;
   switch (statistic) {
-    case RouterStatistic::seq_aux_loss: return scaled_dot(rows.aux, rows.score);
-    case RouterStatistic::aux_load_imbalance: return scaled_dot(rows.aux - u, rows.aux - u);
-    case RouterStatistic::score_imbalance: return scaled_dot(rows.score - u, rows.score - u);
-    case RouterStatistic::imbalance_coupling: return scaled_dot(rows.aux - u, rows.score - u);
-    case RouterStatistic::imbalance_alignment: return cosine(rows.aux - u, rows.score - u);
+    case RouterStatistic::seq_aux_loss:
+      return scaled_dot(rows.aux, rows.score);
+    case RouterStatistic::aux_load_imbalance:
+      return scaled_dot(rows.aux - u, rows.aux - u);
+    case RouterStatistic::score_imbalance:
+      return scaled_dot(rows.score - u, rows.score - u);
+    case RouterStatistic::imbalance_coupling:
+      return scaled_dot(rows.aux - u, rows.score - u);
+    case RouterStatistic::imbalance_alignment:
+      return cosine(rows.aux - u, rows.score - u);
     case RouterStatistic::actual_load_imbalance:
       return scaled_dot(rows.actual - u, rows.actual - u);
-    case RouterStatistic::aux_actual_tv: return 0.5 * (rows.aux - rows.actual).abs().sum(-1);
-    case RouterStatistic::aux_max_over_mean: return rows.aux.amax(-1) * experts;
-    case RouterStatistic::actual_max_over_mean: return rows.actual.amax(-1) * experts;
+    case RouterStatistic::aux_actual_tv:
+      return 0.5 * (rows.aux - rows.actual).abs().sum(-1);
+    case RouterStatistic::aux_max_over_mean:
+      return rows.aux.amax(-1) * experts;
+    case RouterStatistic::actual_max_over_mean:
+      return rows.actual.amax(-1) * experts;
     case RouterStatistic::actual_inactive_fraction:
       return rows.actual.eq(0).to(at::kDouble).mean(-1);
-    case RouterStatistic::bias_mean: return bias.mean(-1);
-    case RouterStatistic::bias_std: return (bias - bias.mean(-1, true)).square().mean(-1).sqrt();
-    case RouterStatistic::bias_rms: return bias.square().mean(-1).sqrt();
-    case RouterStatistic::bias_range: return bias.amax(-1) - bias.amin(-1);
-    case RouterStatistic::bias_abs_max: return bias.abs().amax(-1);
-    case RouterStatistic::bias_score_correlation: return correlation(bias, rows.score);
-    case RouterStatistic::bias_aux_load_correlation: return correlation(bias, rows.aux);
-    case RouterStatistic::bias_actual_load_correlation: return correlation(bias, rows.actual);
+    case RouterStatistic::bias_mean:
+      return bias.mean(-1);
+    case RouterStatistic::bias_std:
+      return (bias - bias.mean(-1, true)).square().mean(-1).sqrt();
+    case RouterStatistic::bias_rms:
+      return bias.square().mean(-1).sqrt();
+    case RouterStatistic::bias_range:
+      return bias.amax(-1) - bias.amin(-1);
+    case RouterStatistic::bias_abs_max:
+      return bias.abs().amax(-1);
+    case RouterStatistic::bias_score_correlation:
+      return correlation(bias, rows.score);
+    case RouterStatistic::bias_aux_load_correlation:
+      return correlation(bias, rows.aux);
+    case RouterStatistic::bias_actual_load_correlation:
+      return correlation(bias, rows.actual);
     case RouterStatistic::aux_actual_overlap:
-    case RouterStatistic::topk_boundary_relative_margin: break;
+    case RouterStatistic::topk_boundary_relative_margin:
+      break;
   }
   throw std::invalid_argument(
       "router statistic: the overlap and the boundary margin are per-sequence channels, not "
@@ -79,7 +96,8 @@ at::Tensor per_sequence(const at::Tensor& diagnostics, RouterStatistic statistic
     case RouterStatistic::topk_boundary_relative_margin:
       return channel(diagnostics, RouterDiagnosticChannel::topk_boundary_relative_margin)
           .select(1, 0);
-    default: return statistic_of(distributions_of(diagnostics), statistic);
+    default:
+      return statistic_of(distributions_of(diagnostics), statistic);
   }
 }
 

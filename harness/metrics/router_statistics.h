@@ -25,9 +25,9 @@ enum class RouterStatistic : std::int8_t {
   bias_mean,                 // of the bias vector over experts
   bias_std,                  // population standard deviation
   bias_rms,
-  bias_range,                // max - min
+  bias_range,  // max - min
   bias_abs_max,
-  bias_score_correlation,        // Pearson over experts; 0 if either side is constant
+  bias_score_correlation,  // Pearson over experts; 0 if either side is constant
   bias_aux_load_correlation,
   bias_actual_load_correlation,
   aux_actual_overlap,             // the sequence's channel (no batch form)

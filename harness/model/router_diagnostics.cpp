@@ -26,8 +26,8 @@ void validate(const at::Tensor& scores, const at::Tensor& aux_map, const at::Ten
   if (!scores.defined() || scores.dim() != 2 || scores.size(0) != s * b || scores.size(1) < 2)
     fail("scores must be [s*b, E] = [" + std::to_string(s * b) + ", E] with E >= 2, not " +
          (scores.defined() ? shape_text(scores) : std::string("undefined")));
-  for (const auto& [name, map] : {std::pair<const char*, const at::Tensor&>{"aux_map", aux_map},
-                                  {"actual_map", actual_map}})
+  for (const auto& [name, map] :
+       {std::pair<const char*, const at::Tensor&>{"aux_map", aux_map}, {"actual_map", actual_map}})
     if (!map.defined() || map.sizes() != scores.sizes())
       fail(std::string(name) + " must have the scores' shape " + shape_text(scores) + ", not " +
            (map.defined() ? shape_text(map) : std::string("undefined")));
@@ -55,8 +55,8 @@ at::Tensor build_router_diagnostics(const at::Tensor& scores, const at::Tensor& 
                                : at::ones({s, b}, scores.options().dtype(at::kBool));
   const at::Tensor valid_e = valid.unsqueeze(-1);
   // where(), not a product: a padding token's score must not leak a NaN in.
-  const at::Tensor score = at::where(valid_e, scores.detach().to(at::kFloat).reshape({s, b, e}),
-                                     at::zeros({}, f32));
+  const at::Tensor score =
+      at::where(valid_e, scores.detach().to(at::kFloat).reshape({s, b, e}), at::zeros({}, f32));
   const at::Tensor aux = aux_map.to(at::kBool).reshape({s, b, e}).logical_and(valid_e);
   const at::Tensor actual = actual_map.to(at::kBool).reshape({s, b, e}).logical_and(valid_e);
 
@@ -67,8 +67,8 @@ at::Tensor build_router_diagnostics(const at::Tensor& scores, const at::Tensor& 
   const at::Tensor aux_total = aux_counts.sum(-1, /*keepdim=*/true);
   const at::Tensor aux_load = aux_counts / aux_total.clamp_min(1);
   const at::Tensor actual_load = actual_counts / actual_counts.sum(-1, true).clamp_min(1);
-  const at::Tensor overlap =
-      aux.logical_and(actual).sum(at::IntArrayRef{0, 2}).to(at::kFloat) / aux_total.squeeze(-1).clamp_min(1);
+  const at::Tensor overlap = aux.logical_and(actual).sum(at::IntArrayRef{0, 2}).to(at::kFloat) /
+                             aux_total.squeeze(-1).clamp_min(1);
 
   // The top-k boundary of each valid token's unbiased selection.
   const at::Tensor has_boundary =

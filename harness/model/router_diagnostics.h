@@ -48,7 +48,6 @@ namespace parity {
 // [E], or padding_mask does not hold s*b elements.
 at::Tensor build_router_diagnostics(const at::Tensor& scores, const at::Tensor& aux_map,
                                     const at::Tensor& actual_map, const at::Tensor& expert_bias,
-                                    std::int64_t s, std::int64_t b,
-                                    const at::Tensor& padding_mask);
+                                    std::int64_t s, std::int64_t b, const at::Tensor& padding_mask);
 
 }  // namespace parity

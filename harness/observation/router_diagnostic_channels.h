@@ -13,12 +13,12 @@
 namespace parity {
 
 enum class RouterDiagnosticChannel : std::int64_t {
-  mean_score = 0,          // mean normalized score per expert over the valid tokens
-  aux_load = 1,            // unbiased top-k assignments per expert / their total
-  actual_load = 2,         // dispatched assignments per expert / their total
-  expert_bias = 3,         // the expert-selection bias vector (0 without one)
-  aux_actual_overlap = 4,  // element 0: |aux and actual| / |aux|
-  valid_token_count = 5,   // element 0: the sequence's non-padding tokens
+  mean_score = 0,                     // mean normalized score per expert over the valid tokens
+  aux_load = 1,                       // unbiased top-k assignments per expert / their total
+  actual_load = 2,                    // dispatched assignments per expert / their total
+  expert_bias = 3,                    // the expert-selection bias vector (0 without one)
+  aux_actual_overlap = 4,             // element 0: |aux and actual| / |aux|
+  valid_token_count = 5,              // element 0: the sequence's non-padding tokens
   topk_boundary_relative_margin = 6,  // element 0: see build_router_diagnostics
 };
 inline constexpr std::int64_t kRouterDiagnosticChannelCount = 7;

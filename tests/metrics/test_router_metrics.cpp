@@ -49,9 +49,8 @@ struct Sequence {
 };
 
 at::Tensor diagnostics_of(const std::vector<Sequence>& seqs) {
-  at::Tensor d = at::zeros({static_cast<std::int64_t>(seqs.size()),
-                            kRouterDiagnosticChannelCount, 2},
-                           at::kFloat);
+  at::Tensor d = at::zeros(
+      {static_cast<std::int64_t>(seqs.size()), kRouterDiagnosticChannelCount, 2}, at::kFloat);
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     const Sequence& s = seqs[i];
     auto put = [&](C c, const std::vector<double>& v) {
@@ -85,8 +84,8 @@ std::map<std::string, double> single_rank(const std::vector<at::Tensor>& layers)
   MetricCollector collector(router_metrics(), ParallelTopology(1, 1, 1), 0);
   for (std::size_t l = 0; l < layers.size(); ++l)
     collector.observe(Owner("decoder.layers." + std::to_string(l) + ".mlp.router"),
-                      "router_diagnostics", SourceKind::router_diagnostics, layers[l],
-                      std::nullopt, std::nullopt, 0, {0, 0, GraphPhase::eager});
+                      "router_diagnostics", SourceKind::router_diagnostics, layers[l], std::nullopt,
+                      std::nullopt, 0, {0, 0, GraphPhase::eager});
   std::map<std::string, double> out;
   testing::ThreadRun run = testing::run_thread_ranks(
       ParallelTopology(1, 1, 1), GroupOptions{},
@@ -207,9 +206,9 @@ TEST(RouterMetrics, RejectSequencesSplitOverTpOrCp) {
   AxisPlacements p;
   p.at(Axis::tp) = Shard{0};
   try {
-    collector.observe_placed({"decoder.layers.0.mlp.router", "router_diagnostics",
-                              SourceKind::router_diagnostics},
-                             skewed_layer(), p, 0, {0, 0, GraphPhase::eager});
+    collector.observe_placed(
+        {"decoder.layers.0.mlp.router", "router_diagnostics", SourceKind::router_diagnostics},
+        skewed_layer(), p, 0, {0, 0, GraphPhase::eager});
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
     const std::string m = e.what();
@@ -300,9 +299,10 @@ TEST(RouterMetrics, DpShardedRunEqualsTheSingleRankRun) {
         bad << "rank " << rank << ": " << key << " missing\n";
         continue;
       }
-      if (std::isnan(value) || std::abs(it->second - value) > 1e-12 * std::max(1.0, std::abs(value)))
-        bad << "rank " << rank << ": " << key << " = " << it->second << ", single rank "
-            << value << "\n";
+      if (std::isnan(value) ||
+          std::abs(it->second - value) > 1e-12 * std::max(1.0, std::abs(value)))
+        bad << "rank " << rank << ": " << key << " = " << it->second << ", single rank " << value
+            << "\n";
       if (it->second != sharded[0].at(key)) bad << "rank " << rank << " differs from rank 0\n";
     }
   }

@@ -18,26 +18,22 @@ using C = RouterDiagnosticChannel;
 // s = 2, b = 2, E = 3; token t = si * b + bi, so sequence 0 holds tokens 0 and
 // 2, sequence 1 tokens 1 and 3. Top-1 routing.
 struct Batch {
-  at::Tensor scores = at::tensor({0.5, 0.3, 0.2,    // t0 (s0, b0)
-                                  0.1, 0.6, 0.3,    // t1 (s0, b1)
-                                  0.2, 0.2, 0.6,    // t2 (s1, b0)
-                                  0.4, 0.4, 0.2},   // t3 (s1, b1): a tie at the boundary
+  at::Tensor scores = at::tensor({0.5, 0.3, 0.2,   // t0 (s0, b0)
+                                  0.1, 0.6, 0.3,   // t1 (s0, b1)
+                                  0.2, 0.2, 0.6,   // t2 (s1, b0)
+                                  0.4, 0.4, 0.2},  // t3 (s1, b1): a tie at the boundary
                                  at::kFloat)
-                           .reshape({4, 3});
-  // Unbiased top-1: e0, e1, e2, e0.
-  at::Tensor aux = at::tensor({1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0}, at::kInt)
-                       .to(at::kBool)
-                       .reshape({4, 3});
-  // Dispatched: t0 moved to e1 by the bias, t2 dropped, t1 and t3 as aux.
-  at::Tensor actual = at::tensor({0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0}, at::kInt)
-                          .to(at::kBool)
                           .reshape({4, 3});
+  // Unbiased top-1: e0, e1, e2, e0.
+  at::Tensor aux =
+      at::tensor({1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0}, at::kInt).to(at::kBool).reshape({4, 3});
+  // Dispatched: t0 moved to e1 by the bias, t2 dropped, t1 and t3 as aux.
+  at::Tensor actual =
+      at::tensor({0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0}, at::kInt).to(at::kBool).reshape({4, 3});
   at::Tensor bias = at::tensor({0.1, -0.2, 0.1}, at::kFloat);
 };
 
-at::Tensor row(const at::Tensor& d, std::int64_t seq, C c) {
-  return d[seq][channel_index(c)];
-}
+at::Tensor row(const at::Tensor& d, std::int64_t seq, C c) { return d[seq][channel_index(c)]; }
 double elem0(const at::Tensor& d, std::int64_t seq, C c) {
   return row(d, seq, c)[0].item<double>();
 }
@@ -132,14 +128,14 @@ TEST(RouterDiagnostics, RejectsOneExpertAndMismatchedShapes) {
   Batch x;
   EXPECT_THROW(build_router_diagnostics(x.scores, x.aux, x.actual, x.bias, 3, 2, {}),
                std::invalid_argument);  // s * b != tokens
-  EXPECT_THROW(build_router_diagnostics(x.scores, x.aux.narrow(1, 0, 2), x.actual, x.bias, 2, 2,
-                                        {}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      build_router_diagnostics(x.scores, x.aux.narrow(1, 0, 2), x.actual, x.bias, 2, 2, {}),
+      std::invalid_argument);
   EXPECT_THROW(build_router_diagnostics(x.scores, x.aux, x.actual, at::zeros({2}), 2, 2, {}),
                std::invalid_argument);
-  EXPECT_THROW(build_router_diagnostics(x.scores, x.aux, x.actual, x.bias, 2, 2,
-                                        at::zeros({3}, at::kBool)),
-               std::invalid_argument);
+  EXPECT_THROW(
+      build_router_diagnostics(x.scores, x.aux, x.actual, x.bias, 2, 2, at::zeros({3}, at::kBool)),
+      std::invalid_argument);
   EXPECT_THROW(build_router_diagnostics(x.scores, x.aux, x.actual, x.bias, 0, 2, {}),
                std::invalid_argument);
 }
