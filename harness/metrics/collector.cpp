@@ -144,11 +144,20 @@ std::vector<MetricResult> MetricCollector::commit(MetricExecutor& executor) {
     std::map<std::string, std::vector<Prepared>> labels;
     for (auto& [name, values] : prepared_[m]) {
       Prepared merged = metric.merge(std::move(values.microbatches));
-      if (metric.scope() == LabelScope::layer) {
-        const std::string layer = layer_label(name);
-        if (!layer.empty()) labels[layer].push_back(merged);
+      merged.layer = layer_label(name);
+      switch (metric.scope()) {
+        case LabelScope::layer:
+          if (!merged.layer.empty()) labels[merged.layer].push_back(merged);
+          labels["global"].push_back(std::move(merged));
+          break;
+        case LabelScope::global:
+          labels["global"].push_back(std::move(merged));
+          break;
+        // One program; its named results carry the labels (this one names it in errors).
+        case LabelScope::layer_rollup:
+          labels["every-layer"].push_back(std::move(merged));
+          break;
       }
-      labels["global"].push_back(std::move(merged));
     }
     for (auto& [label, values] : labels)
       programs.push_back({metric.name(), label, metric.start(std::move(values))});

@@ -14,7 +14,10 @@
 //
 // Labels: a LabelScope::layer metric reports one result per layer label
 // (the innermost `layers.<n>` prefix of the site name) plus "global" over all
-// its sites; a LabelScope::global metric reports "global" only.
+// its sites; a LabelScope::global metric reports "global" only; a
+// LabelScope::layer_rollup metric runs one program over all its sites (each
+// merged value carries its layer label in Prepared::layer) and names its
+// results itself.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -124,8 +124,23 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
     }
   }
   std::vector<MetricResult> results;
-  for (const auto& p : programs)
-    results.push_back({p.metric, p.label, p.step.result.to(at::kDouble).item<double>()});
+  for (const auto& p : programs) {
+    const at::Tensor result = p.step.result.to(at::kDouble);
+    if (result.dim() == 0) {
+      results.push_back({p.metric, p.label, result.item<double>()});
+      continue;
+    }
+    if (result.dim() != 1 || result.size(0) != static_cast<std::int64_t>(p.step.labels.size()))
+      throw std::logic_error("metric " + p.metric + " (" + p.label +
+                             "): " + std::to_string(result.numel()) + " named values for " +
+                             std::to_string(p.step.labels.size()) + " labels");
+    for (std::size_t i = 0; i < p.step.labels.size(); ++i)
+      results.push_back({p.metric, p.step.labels[i], result[i].item<double>()});
+  }
+  // Named results carry their own labels: the program order is not theirs.
+  std::stable_sort(results.begin(), results.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.metric, a.label) < std::tie(b.metric, b.label);
+  });
   return results;
 }
 

@@ -57,6 +57,9 @@ struct Prepared {
   std::vector<std::int64_t> shape;  // the observed tensor's local shape
   std::optional<std::int64_t> batch_dim;
   double reduced_size = 0;  // staged metrics: local size of the reduced dim(s)
+  // The site's layer label ("" when none), set by the collector on merged
+  // values: a LabelScope::layer_rollup program groups its values by it.
+  std::string layer;
 };
 
 enum class CollectiveKind : std::int8_t { all_reduce, all_gather };
@@ -69,18 +72,27 @@ struct CollectiveRequest {
   std::int64_t dim = 0;         // all_gather: concatenation dim of `value`
 };
 
-// One step of a metric's program: either done (`result` defined, a 0-dim
-// tensor) or waiting for `requests`, whose completed values (in request order)
-// go to `resume`.
+// One step of a metric's program: either done (`result` defined) or waiting
+// for `requests`, whose completed values (in request order) go to `resume`.
+// A done step holds the program's one value (a 0-dim `result`, reported under
+// the program's label) or several named values (a 1-D `result` with one entry
+// of `labels` per element, each reported under its own label).
 struct MetricStep {
   std::vector<CollectiveRequest> requests;
   std::function<MetricStep(std::vector<at::Tensor>)> resume;
   at::Tensor result;
+  std::vector<std::string> labels;  // named results only
   bool done() const { return result.defined(); }
 
   static MetricStep finished(at::Tensor value) {
     MetricStep s;
     s.result = std::move(value);
+    return s;
+  }
+  static MetricStep finished_named(at::Tensor values, std::vector<std::string> labels) {
+    MetricStep s;
+    s.result = std::move(values);
+    s.labels = std::move(labels);
     return s;
   }
   static MetricStep collect(std::vector<CollectiveRequest> requests,
@@ -92,9 +104,16 @@ struct MetricStep {
   }
 };
 
-// Which labels a metric reports: per layer (`decoder.layers.N`) plus `global`,
-// or `global` only.
-enum class LabelScope : std::int8_t { layer, global };
+// Which labels a metric reports:
+//   layer         per layer (`decoder.layers.N`) plus `global` (every site's
+//                 population), one program each
+//   global        `global` only
+//   layer_rollup  labels the metric forms itself from one program over every
+//                 site (values grouped by Prepared::layer), finishing with named
+//                 results: cross-layer rollups such as "worst-layer" need every
+//                 layer's contribution side by side (the router metrics,
+//                 router_metrics.h)
+enum class LabelScope : std::int8_t { layer, global, layer_rollup };
 
 class Metric {
  public:
@@ -119,7 +138,7 @@ class Metric {
 
 struct MetricResult {
   std::string metric;
-  std::string label;  // "decoder.layers.3" or "global"
+  std::string label;  // "decoder.layers.3", "global", or a named result's label
   double value = 0;
 };
 

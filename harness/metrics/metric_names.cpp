@@ -5,6 +5,7 @@
 
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/logical_metrics.h"
+#include "harness/metrics/router_metrics.h"
 
 namespace parity {
 
@@ -43,6 +44,9 @@ std::vector<MetricSpec> build() {
   specs.push_back({"layer-router-logits-max", SourceKind::router_logits, LabelScope::layer, "max"});
   specs.push_back({"layer-router-decision-entropy", SourceKind::router_scores, LabelScope::layer,
                    "entropy"});
+  for (const char* family : {"health", "seq-aux-decomposition", "routing-balance", "expert-bias"})
+    specs.push_back({std::string("layer-router-") + family, SourceKind::router_diagnostics,
+                     LabelScope::layer_rollup, std::string("router-") + family});
   return specs;
 }
 
@@ -127,6 +131,13 @@ std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
   if (s == "mean-row-l2") return dimwise(DimwiseStatistic::mean_row_l2);
   if (s == "mean-column-l2") return dimwise(DimwiseStatistic::mean_column_l2);
   if (s == "entropy") return dimwise(DimwiseStatistic::entropy);
+  if (s == "router-health") return make_router_metric(RouterMetricFamily::health, spec.name, kinds);
+  if (s == "router-seq-aux-decomposition")
+    return make_router_metric(RouterMetricFamily::seq_aux_decomposition, spec.name, kinds);
+  if (s == "router-routing-balance")
+    return make_router_metric(RouterMetricFamily::routing_balance, spec.name, kinds);
+  if (s == "router-expert-bias")
+    return make_router_metric(RouterMetricFamily::expert_bias, spec.name, kinds);
   throw std::invalid_argument("metric " + spec.name + ": unknown statistic '" + s + "'");
 }
 

@@ -16,7 +16,7 @@ struct MetricSpec {
   std::string name;
   SourceKind kind;
   LabelScope scope;
-  std::string statistic;  // "l2", "max", "abs-max", ..., "entropy"
+  std::string statistic;  // "l2", "max", "abs-max", ..., "entropy", "router-health", ...
 };
 
 // Every known metric, in documentation order.
