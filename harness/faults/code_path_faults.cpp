@@ -81,6 +81,12 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "exactly_once",
      "a residual observation outside a full-recompute chunk (whose forward runs "
      "under no-grad)"},
+    {F::median_unpadded_gather, "median-unpadded-gather",
+     "the sampled median all-gathers each rank's unpadded values without exchanging lengths "
+     "first, so ranks holding different numbers of elements issue different shapes",
+     "collective_symmetry",
+     "a sampled-median metric over uneven non-empty shards (sharded metric cases: router "
+     "logits, its only kind, are not observed by the model yet)"},
 }};
 
 }  // namespace

@@ -38,8 +38,9 @@ enum class CodePathFault : std::uint8_t {
   asymmetric_collective,
   wrong_gather_precedence,
   contribution_with_autograd,
+  median_unpadded_gather,
 };
-inline constexpr int kCodePathFaultCount = 15;
+inline constexpr int kCodePathFaultCount = 16;
 
 struct CodePathFaultInfo {
   CodePathFault fault;

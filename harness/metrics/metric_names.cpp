@@ -5,6 +5,7 @@
 
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/logical_metrics.h"
+#include "harness/metrics/sampled_median.h"
 
 namespace parity {
 
@@ -41,6 +42,8 @@ std::vector<MetricSpec> build() {
   specs.push_back({"global-mtp-logits-l2", SourceKind::mtp_logits, LabelScope::global, "l2"});
   specs.push_back({"layer-router-logits-l2", SourceKind::router_logits, LabelScope::layer, "l2"});
   specs.push_back({"layer-router-logits-max", SourceKind::router_logits, LabelScope::layer, "max"});
+  specs.push_back({"layer-router-logits-sampled-median", SourceKind::router_logits,
+                   LabelScope::layer, "sampled-median"});
   specs.push_back({"layer-router-decision-entropy", SourceKind::router_scores, LabelScope::layer,
                    "entropy"});
   return specs;
@@ -127,6 +130,7 @@ std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
   if (s == "mean-row-l2") return dimwise(DimwiseStatistic::mean_row_l2);
   if (s == "mean-column-l2") return dimwise(DimwiseStatistic::mean_column_l2);
   if (s == "entropy") return dimwise(DimwiseStatistic::entropy);
+  if (s == "sampled-median") return make_sampled_median_metric(spec.name, kinds, spec.scope);
   throw std::invalid_argument("metric " + spec.name + ": unknown statistic '" + s + "'");
 }
 
