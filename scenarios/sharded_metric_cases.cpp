@@ -200,8 +200,8 @@ bool close(double got, double want) {
 
 const std::vector<std::string>& sharded_case_statistics() {
   static const std::vector<std::string> names = {
-      "l2", "max", "abs-max", "min", "mean", "rms", "mean-row-l2", "mean-column-l2",
-      kSampledMedian};
+      "l2",  "max",         "abs-max",        "min",         "mean",
+      "rms", "mean-row-l2", "mean-column-l2", kSampledMedian};
   return names;
 }
 

@@ -73,11 +73,12 @@ class SampledMedianMetric final : public Metric {
     // values must be split over the same axes.
     for (const Prepared& v : values)
       if (shard_axes(v.placements) != axes)
-        throw std::invalid_argument(
-            "metric " + name() + ": the values of one result must share their rank relations, "
-            "but site " + values.front().site.full_name() + " is sharded over " +
-            describe_axes(axes) + " and site " + v.site.full_name() + " over " +
-            describe_axes(shard_axes(v.placements)));
+        throw std::invalid_argument("metric " + name() +
+                                    ": the values of one result must share their rank relations, "
+                                    "but site " +
+                                    values.front().site.full_name() + " is sharded over " +
+                                    describe_axes(axes) + " and site " + v.site.full_name() +
+                                    " over " + describe_axes(shard_axes(v.placements)));
     // One dtype for the gather: fp64 when some site is fp64 (the same on every rank).
     at::ScalarType dtype = at::kFloat;
     for (const Prepared& v : values)
@@ -88,13 +89,14 @@ class SampledMedianMetric final : public Metric {
       pieces.push_back(v.value.to(dtype));
       sites.push_back(v.site);
     }
-    return gather_uneven(std::move(pieces), axes,
-                         [sites, seed = seed_, factor = factor_](std::vector<at::Tensor> populations) {
-                           std::vector<SitePopulation> whole;
-                           for (std::size_t i = 0; i < sites.size(); ++i)
-                             whole.push_back({sites[i], populations[i]});
-                           return MetricStep::finished(sampled_median_of(whole, seed, factor));
-                         });
+    return gather_uneven(
+        std::move(pieces), axes,
+        [sites, seed = seed_, factor = factor_](std::vector<at::Tensor> populations) {
+          std::vector<SitePopulation> whole;
+          for (std::size_t i = 0; i < sites.size(); ++i)
+            whole.push_back({sites[i], populations[i]});
+          return MetricStep::finished(sampled_median_of(whole, seed, factor));
+        });
   }
 
  private:
@@ -105,7 +107,8 @@ class SampledMedianMetric final : public Metric {
         throw std::invalid_argument(
             "metric " + name() + ": site " + input.site.full_name() + " (" +
             input.placements.describe() + ") has " + std::string(to_string(kModelAxes[i])) + "=" +
-            to_string(a) + "; the sampled median takes Shard and Replica placements only (its "
+            to_string(a) +
+            "; the sampled median takes Shard and Replica placements only (its "
             "gather cannot place a flat interval or skip a placeholder)");
     }
   }

@@ -99,7 +99,9 @@ TEST(SampleRule, DependsOnSeedKindAndNameOnly) {
   EXPECT_EQ(a.start, b.start);
   EXPECT_EQ(a.stride, b.stride);
   // n = 997 is prime: any other key almost surely moves start or stride.
-  const auto differs = [&](const SampleRule& o) { return o.start != a.start || o.stride != a.stride; };
+  const auto differs = [&](const SampleRule& o) {
+    return o.start != a.start || o.stride != a.stride;
+  };
   EXPECT_TRUE(differs(sample_rule(4, kKind, "decoder.layers.1.mlp.router.router_logits", 997, 10)));
   EXPECT_TRUE(differs(sample_rule(3, kKind, "decoder.layers.2.mlp.router.router_logits", 997, 10)));
   EXPECT_TRUE(differs(sample_rule(3, SourceKind::router_scores,
@@ -221,8 +223,9 @@ TEST(SampledMedian, IsRegisteredForRouterLogitsPerLayer) {
   };
   EXPECT_EQ(r.at("decoder.layers.0"),
             sampled_median_of({whole(0, l0)}, kSampledMedianSeed, 100).item<double>());
-  EXPECT_EQ(r.at("global"), sampled_median_of({whole(0, l0), whole(1, l1)}, kSampledMedianSeed, 100)
-                                .item<double>());
+  EXPECT_EQ(
+      r.at("global"),
+      sampled_median_of({whole(0, l0), whole(1, l1)}, kSampledMedianSeed, 100).item<double>());
 }
 
 // ---- Sharded over 8 thread ranks -------------------------------------------
@@ -258,7 +261,7 @@ GroupOptions checked() {
 }
 
 struct RankRun {
-  std::map<std::string, double> values;  // by label
+  std::map<std::string, double> values;                                 // by label
   std::map<std::string, std::pair<std::int64_t, std::uint64_t>> calls;  // axis: (count, hash)
 };
 
@@ -352,7 +355,8 @@ TEST_P(SampledMedianSharded, EqualsTheSingleRankResult) {
 }
 
 std::vector<ShardedCase> sharded_cases() {
-  Layout vocab;  // experts split [4, 2], sequence [7, 2], batch [4, 1] -> microbatches [2, 2], [1, 0]
+  Layout
+      vocab;  // experts split [4, 2], sequence [7, 2], batch [4, 1] -> microbatches [2, 2], [1, 0]
   Layout empty_expert_shard = vocab;
   empty_expert_shard.tp_split = {6, 0};
   empty_expert_shard.cp_split = {0, 9};
