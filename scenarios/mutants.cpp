@@ -97,14 +97,34 @@ Verdict judge_scenario(RunConfig& scenario, const std::string& fault) {
   return v;
 }
 
+bool has_empty_piece(const ShardedMetricCase& c) {
+  for (Axis axis : kModelAxes)
+    for (std::int64_t n : c.axis(axis).split)
+      if (n == 0) return true;
+  return false;
+}
+
 Verdict judge_sharded_case(ShardedMetricCase& c, const std::string& fault) {
   c.inject = {fault};
-  const ShardedMetricOutcome o = check_sharded_metric_case(c);
   Verdict v;
+  // median-unpadded-gather: a rank with nothing to gather issues no call (the
+  // executor completes an empty request locally), so its peers would wait out
+  // the case's 60 s timeout; uneven non-empty pieces show the mismatch at once.
+  if (fault == info(CodePathFault::median_unpadded_gather).name) {
+    if (has_empty_piece(c)) return v;
+    c.statistics = {"sampled-median"};
+  }
+  const ShardedMetricOutcome o = check_sharded_metric_case(c);
   v.rank_failure = !o.rank_failure.empty();
   if (!o.mismatches.empty()) {
     v.by = {"sharded_reduction"};
     v.reason = "sharded_reduction: " + o.mismatches.front();
+  }
+  // The cases run with check_collectives on: the communicators compare every
+  // call's fingerprint across the group, collective_symmetry live.
+  if (o.rank_failure.find("collective mismatch") != std::string::npos) {
+    v.by.push_back("collective_symmetry");
+    if (v.reason.empty()) v.reason = "collective_symmetry: " + o.rank_failure;
   }
   return v;
 }
@@ -118,7 +138,8 @@ nlohmann::json compact(const RunConfig& c) {
 // Generated scenarios first (MoE scenarios for a fault that lives in the MoE
 // layer: the table's `needs` says so); a reduction fault the model's even
 // layouts do not expose (mean-of-means) is then hunted over sharded metric
-// cases with uneven and empty shards.
+// cases with uneven and empty shards, and so is a collective fault of a metric
+// (median-unpadded-gather: uneven router-logit shards).
 Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   Row row;
   row.fault = std::string(fault.name);
@@ -127,7 +148,8 @@ Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   if (moe) row.searched = "MoE scenarios";
   search<RunConfig>(row, o, moe ? gen_moe_scenario() : gen_scenario(),
                     [&](RunConfig& c) { return judge_scenario(c, row.fault); }, compact);
-  if (!row.caught && fault.caught_by == "sharded_reduction") {
+  if (!row.caught &&
+      (fault.caught_by == "sharded_reduction" || fault.caught_by == "collective_symmetry")) {
     row.searched = "sharded metric cases";
     search<ShardedMetricCase>(
         row, o, gen_sharded_metric_case(),

@@ -14,6 +14,7 @@
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/logical_metrics.h"
+#include "harness/metrics/sampled_median.h"
 
 namespace parity::scenarios {
 
@@ -55,6 +56,27 @@ at::Tensor full_tensor(const ShardedMetricCase& c) {
   return at::randn({c.seq, c.batch, c.hidden}, generator, at::TensorOptions().dtype(at::kDouble));
 }
 
+// The sampled median rejects Owned placements (megatron-reference 3.6), so
+// it is left out of cases with an Owned axis. Its factor is small (3, not
+// 100) so that the sample of these small tensors holds several elements.
+constexpr const char* kSampledMedian = "sampled-median";
+constexpr std::int64_t kSampledMedianCaseFactor = 3;
+
+bool has_owned_axis(const ShardedMetricCase& c) {
+  const std::pair<int, const AxisCase*> axes[] = {
+      {c.tp, &c.tp_axis}, {c.cp, &c.cp_axis}, {c.dp, &c.dp_axis}};
+  for (const auto& [size, a] : axes)
+    if (size > 1 && a->holding == AxisHolding::owned) return true;
+  return false;
+}
+
+bool runs(const ShardedMetricCase& c, const std::string& statistic) {
+  return statistic != kSampledMedian || !has_owned_axis(c);
+}
+
+const MetricSite kCaseSite{"decoder.layers.0", "residual_accumulator",
+                           SourceKind::residual_accumulator};
+
 std::vector<std::shared_ptr<const Metric>> metrics_of(const ShardedMetricCase& c) {
   const KindSet kind{SourceKind::residual_accumulator};
   const std::pair<const char*, LogicalStatistic> logical[] = {
@@ -69,6 +91,9 @@ std::vector<std::shared_ptr<const Metric>> metrics_of(const ShardedMetricCase& c
       out.push_back(make_dimwise_metric(DimwiseStatistic::mean_row_l2, s, kind, LabelScope::layer));
     if (s == "mean-column-l2")
       out.push_back(make_dimwise_metric(DimwiseStatistic::mean_column_l2, s, kind, LabelScope::layer));
+    if (s == kSampledMedian && runs(c, s))
+      out.push_back(make_sampled_median_metric(s, kind, LabelScope::layer, kSampledMedianSeed,
+                                               kSampledMedianCaseFactor));
   }
   return out;
 }
@@ -86,10 +111,14 @@ std::map<std::string, double> expected(const ShardedMetricCase& c) {
       {"mean", flat.mean().item<double>()},
       {"rms", flat.pow(2).mean().sqrt().item<double>()},
       {"mean-row-l2", matrix.norm(2, {1}).mean().item<double>()},
-      {"mean-column-l2", matrix.norm(2, {0}).mean().item<double>()}};
+      {"mean-column-l2", matrix.norm(2, {0}).mean().item<double>()},
+      {kSampledMedian,
+       sampled_median_of({{kCaseSite, flat}}, kSampledMedianSeed, kSampledMedianCaseFactor)
+           .item<double>()}};
   std::map<std::string, double> out;
   for (const std::string& s : c.statistics)
-    for (const char* label : {"decoder.layers.0", "global"}) out[s + "@" + label] = all.at(s);
+    if (runs(c, s))
+      for (const char* label : {"decoder.layers.0", "global"}) out[s + "@" + label] = all.at(s);
   return out;
 }
 
@@ -139,7 +168,7 @@ nlohmann::json run_case_rank(RankContext& ctx) {
   if (c.cp > 1) placements.at(Axis::cp) = placement_of(c.cp_axis, 0);
   if (c.dp > 1) placements.at(Axis::dp) = placement_of(c.dp_axis, 1);
   MetricCollector collector(metrics_of(c), ctx.topology, ctx.rank);
-  const MetricSite site{"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator};
+  const MetricSite& site = kCaseSite;
   for (int m = 0; m < static_cast<int>(microbatches.size()); ++m) {
     at::Tensor x = piece(mine, 1, microbatches, m);
     if (c.cp > 1) x = hold(x, c.cp_axis, 0, co.cp);
@@ -170,8 +199,9 @@ bool close(double got, double want) {
 }  // namespace
 
 const std::vector<std::string>& sharded_case_statistics() {
-  static const std::vector<std::string> names = {"l2",  "max",  "abs-max",     "min",
-                                                 "mean", "rms", "mean-row-l2", "mean-column-l2"};
+  static const std::vector<std::string> names = {
+      "l2",  "max",         "abs-max",        "min",         "mean",
+      "rms", "mean-row-l2", "mean-column-l2", kSampledMedian};
   return names;
 }
 

@@ -43,7 +43,9 @@ struct ShardedMetricCase {
   AxisCase tp_axis, cp_axis, dp_axis;
   int tp_dim = 0;
   int microbatches = 1;
-  std::vector<std::string> statistics;  // "l2", "mean", "rms", "max", "min", "mean-row-l2", ...
+  // "l2", "mean", "rms", "max", "min", "mean-row-l2", ..., "sampled-median"
+  // (not run when an axis is Owned: it rejects Owned placements)
+  std::vector<std::string> statistics;
   std::uint64_t seed = 1;
   std::vector<std::string> inject;  // code-path faults switched on in every rank
 

@@ -105,6 +105,12 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "the router sites fire on replays of a captured layer (a graph replay runs no host code)",
      "graph_replay",
      "an MoE layer under per-layer graphs with a replay step"},
+    {F::median_unpadded_gather, "median-unpadded-gather",
+     "the sampled median all-gathers each rank's unpadded values without exchanging lengths "
+     "first, so ranks holding different numbers of elements issue different shapes",
+     "collective_symmetry",
+     "a sampled-median metric over uneven non-empty shards (in the model: router logits "
+     "compacted by a padding mask under cp > 1; else sharded metric cases)"},
 }};
 
 }  // namespace

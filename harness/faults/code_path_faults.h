@@ -43,8 +43,9 @@ enum class CodePathFault : std::uint8_t {
   diagnostics_under_cp,
   expert_index_local,
   router_silent_missing,
+  median_unpadded_gather,
 };
-inline constexpr int kCodePathFaultCount = 20;
+inline constexpr int kCodePathFaultCount = 21;
 
 struct CodePathFaultInfo {
   CodePathFault fault;

@@ -52,6 +52,7 @@ struct MetricInput {
 // per-row partial sums, ...) and owns its storage.
 struct Prepared {
   at::Tensor value;
+  MetricSite site;  // where it was observed (the sampled median keys its sample on it)
   AxisPlacements placements;
   bool placeholder = false;
   std::vector<std::int64_t> shape;  // the observed tensor's local shape

@@ -6,6 +6,7 @@
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/logical_metrics.h"
 #include "harness/metrics/router_metrics.h"
+#include "harness/metrics/sampled_median.h"
 
 namespace parity {
 
@@ -42,6 +43,8 @@ std::vector<MetricSpec> build() {
   specs.push_back({"global-mtp-logits-l2", SourceKind::mtp_logits, LabelScope::global, "l2"});
   specs.push_back({"layer-router-logits-l2", SourceKind::router_logits, LabelScope::layer, "l2"});
   specs.push_back({"layer-router-logits-max", SourceKind::router_logits, LabelScope::layer, "max"});
+  specs.push_back({"layer-router-logits-sampled-median", SourceKind::router_logits,
+                   LabelScope::layer, "sampled-median"});
   specs.push_back({"layer-router-decision-entropy", SourceKind::router_scores, LabelScope::layer,
                    "entropy"});
   for (const char* family : {"health", "seq-aux-decomposition", "routing-balance", "expert-bias"})
@@ -138,6 +141,7 @@ std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
     return make_router_metric(RouterMetricFamily::routing_balance, spec.name, kinds);
   if (s == "router-expert-bias")
     return make_router_metric(RouterMetricFamily::expert_bias, spec.name, kinds);
+  if (s == "sampled-median") return make_sampled_median_metric(spec.name, kinds, spec.scope);
   throw std::invalid_argument("metric " + spec.name + ": unknown statistic '" + s + "'");
 }
 
