@@ -6,6 +6,11 @@
 // table (docs/benchmarks.md, "Training step"). Not a timed test: a program.
 //
 //   parity_bench_step [--steps N] [--max-world W] [--global-microbatches G]
+//   parity_bench_step --moe [--steps N]
+//
+// --moe: 8 thread ranks (tp 2 with sp x dp 4), the dense model against MoE
+// layers with 8 experts, top-2, without and with expert parallelism (ep 2):
+// what the router, the dispatcher and the EP all-to-alls cost per step.
 //
 // Each configuration is launched once (the "model" rank program over Gloo thread
 // ranks) for N steps; a step's time is the slowest rank's wall time of that
@@ -71,10 +76,46 @@ Measured measure(const RunConfig& c) {
   return {per_step[per_step.size() / 2], per_step.front(), cpu[cpu.size() / 2]};
 }
 
+void print_moe_table(int steps) {
+  RunConfig base = base_model();
+  base.tp = 2;
+  base.sp = true;
+  base.dp = 4;
+  base.steps = steps;
+  std::printf("model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
+              "fp32, tp 2 sp x dp 4 (8 thread ranks); %d steps per run, step 0 dropped\n\n",
+              base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch,
+              base.vocab, steps);
+  std::printf("| layers | experts | top-k | ep | step ms (median) | step ms (min) | "
+              "rank-thread CPU ms per step (all ranks) |\n|---|---|---|---|---|---|---|\n");
+  struct Case {
+    const char* what;
+    int experts, ep;
+  };
+  for (const Case& k : {Case{"dense MLP", 0, 1}, Case{"MoE", 8, 1}, Case{"MoE", 8, 2}}) {
+    RunConfig c = base;
+    c.moe_experts = k.experts;
+    c.ep = k.ep;
+    c.moe_ffn_hidden = k.experts ? base.ffn_hidden / 4 : 0;
+    if (k.experts) c.moe_aux_loss = 0.01;
+    for (const auto& v : parity::validate_run_config(c))
+      std::fprintf(stderr, "%s\n", parity::format_for_cli(v).c_str());
+    const Measured m = measure(c);
+    std::printf("| %s | %d | %d | %d | %.1f | %.1f | %.1f |\n", k.what, k.experts,
+                k.experts ? c.moe_topk : 0, k.ep, m.median_ms, m.min_ms, m.cpu_ms);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 6, max_world = 16, global_microbatches = 16;
+  if (argc >= 2 && !std::strcmp(argv[1], "--moe")) {
+    if (argc == 4 && !std::strcmp(argv[2], "--steps")) steps = std::max(2, std::atoi(argv[3]));
+    print_moe_table(steps);
+    return 0;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--max-world")) max_world = std::atoi(argv[i + 1]);

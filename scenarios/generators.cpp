@@ -116,6 +116,9 @@ void pick_moe(RunConfig& c, bool always) {
                                                       {1, ForceRoutingOption::random},
                                                       {1, ForceRoutingOption::biased}});
   c.padding_fraction = sometimes(3) ? 0.25 : 0.0;
+  // Expert parallelism inside cp x dp (Megatron's layout), experts split evenly.
+  const int cp_dp = c.cp * c.dp;
+  c.ep = cp_dp % 2 == 0 && c.moe_experts % 2 == 0 && sometimes(2) ? 2 : 1;
 }
 
 void pick_graphs(RunConfig& c) {
@@ -212,15 +215,28 @@ void pick_metrics(RunConfig& c) {
   for (const std::string& source : chosen_sources)
     for (const std::string& stat : chosen_stats) c.metrics.push_back(source + "-" + stat);
   // Router metrics: MoE layers outside a captured graph (per-layer graphs
-  // capture the router: rejected, megatron-reference 7.11).
-  if (c.moe_experts >= 2 && c.graphs != GraphOption::per_layer)
+  // capture the router: rejected, megatron-reference 7.11); the diagnostics
+  // metrics only where whole sequences are local (no SP x TP, no CP: 7.10).
+  if (c.moe_experts >= 2 && c.graphs != GraphOption::per_layer) {
     for (const std::string& m : router_metric_names())
       if (sometimes(2)) c.metrics.push_back(m);
+    if (!(c.sp && c.tp > 1) && c.cp == 1)
+      for (const std::string& m : router_diagnostics_metric_names())
+        if (sometimes(3)) c.metrics.push_back(m);
+  }
 }
 
 const std::vector<std::string>& router_metric_names() {
   static const std::vector<std::string> names = {
-      "layer-router-logits-l2", "layer-router-logits-max", "layer-router-decision-entropy"};
+      "layer-router-logits-l2", "layer-router-logits-max", "layer-router-logits-sampled-median",
+      "layer-router-decision-entropy"};
+  return names;
+}
+
+const std::vector<std::string>& router_diagnostics_metric_names() {
+  static const std::vector<std::string> names = {
+      "layer-router-health", "layer-router-seq-aux-decomposition", "layer-router-routing-balance",
+      "layer-router-expert-bias"};
   return names;
 }
 

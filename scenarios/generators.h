@@ -32,7 +32,8 @@ void pick_layout(RunConfig& c);       // tp, cp, dp (world <= 16), sp
 void pick_model_shape(RunConfig& c);  // heads, hidden, ffn, vocab, seq, layers, batches, dtype, ...
 // MoE layers on about a quarter of the scenarios (every one when `always`):
 // experts, top-k, score, capacity, aux loss, expert bias, shared expert,
-// forced routing, padding. Never with tp > 1 without sp (Megatron's rule).
+// forced routing, padding, ep 2 where cp x dp allows. Never with tp > 1
+// without sp (Megatron's rule).
 void pick_moe(RunConfig& c, bool always);
 void pick_graphs(RunConfig& c);       // graphs, graph-warmup, steps (a replay step when graphed)
 void pick_recompute(RunConfig& c);    // every kind; full recompute never with per-layer graphs
@@ -43,8 +44,10 @@ void pick_launch(RunConfig& c);       // threads; processes rarely, world <= 2 o
 rc::Gen<RunConfig> gen_scenario();
 // Every scenario with MoE layers (the router faults' hunt; tp > 1 turns sp on).
 rc::Gen<RunConfig> gen_moe_scenario();
-// The router metrics the generators add to MoE scenarios.
+// The router metrics the generators add to MoE scenarios: of router logits and
+// scores, and of the diagnostics (only where sequences are whole on a rank).
 const std::vector<std::string>& router_metric_names();
+const std::vector<std::string>& router_diagnostics_metric_names();
 
 // The residual, attention-context, MLP-output and logit metrics (5 sources x
 // 10 statistics): the ones the first-wave model produces.

@@ -83,6 +83,11 @@ void search(Row& row, const MutantsOptions& o, const rc::Gen<Case>& gen,
 
 Verdict judge_scenario(RunConfig& scenario, const std::string& fault) {
   scenario.inject = {fault};
+  // A fault that breaks collective symmetry may send mismatched shapes, which
+  // Gloo cannot survive: the fingerprints stop it first (collective_symmetry's
+  // FAIL, parity check's mapping of a collective mismatch).
+  if (info(*parse_code_path_fault(fault)).caught_by == "collective_symmetry")
+    scenario.check_collectives = true;
   const checks::CheckOutcome outcome = checks::execute_check(scenario, "mutants");
   Verdict v;
   if (outcome.verdict == checks::CheckVerdict::rank_failure) {

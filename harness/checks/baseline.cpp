@@ -97,10 +97,13 @@ void compare_properties(const nlohmann::json& baseline, const nlohmann::json& cu
       out.push_back({"property " + name, was, is,
                      "status changed: " + it->second->value("reason", std::string())});
   }
+  // A property added to parity since the baseline was stored is a difference
+  // only when it FAILs: an upgrade must not break every stored baseline, and a
+  // new PASS or SKIP regresses nothing the baseline held.
   for (const auto& [name, p] : now)
-    if (!seen.count(name))
-      out.push_back(
-          {"property " + name, "missing", p->value("status", "?"), "not in the baseline"});
+    if (!seen.count(name) && p->value("status", "?") == "FAIL")
+      out.push_back({"property " + name, "missing", "FAIL",
+                     "not in the baseline, and FAILs now: " + p->value("reason", std::string())});
 }
 
 void compare_metrics(const nlohmann::json& baseline, const nlohmann::json& current,

@@ -215,6 +215,9 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     planned.push_back({"h", "scenario without forced routing, padding tokens changed", *plan.h});
   std::vector<CheckRun> runs;
   std::string alias_failure, alias_run;
+  // A rank stopped by a collective fingerprint mismatch (--check-collectives):
+  // the claim collective_symmetry makes, broken live; its FAIL, not a crash.
+  std::string mismatch_failure, mismatch_run;
   for (const Planned& p : planned) {
     LaunchResult result;
     try {
@@ -234,6 +237,16 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
       for (const RankFailure& f : result.failure->ranks)
         aliasing = aliasing ||
                    metric_failure_in(f.detail) == MetricFailure::prepared_state_aliases_observation;
+      for (const RankFailure& f : result.failure->ranks)
+        if (mismatch_failure.empty() && f.detail.find("collective mismatch on ") != std::string::npos)
+          mismatch_failure = one_line(f.detail, 300);
+      if (!aliasing && !mismatch_failure.empty()) {
+        mismatch_run = p.name;
+        if (progress)
+          *progress << "run (" << p.name << ") " << p.title << ": FAILED (collective mismatch)"
+                    << std::endl;
+        break;
+      }
       if (aliasing) {
         alias_failure = "prepared metric state aliases an observed tensor: " +
                         one_line(result.failure->text(), 300);
@@ -257,7 +270,9 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
                 << " rank(s), " << secs(result.wall_seconds) << " s" << std::endl;
   }
 
-  if (!alias_failure.empty()) {
+  if (!mismatch_run.empty()) {
+    report.properties.push_back(collective_symmetry_mismatch_failure(mismatch_run, mismatch_failure));
+  } else if (!alias_failure.empty()) {
     report.properties.push_back(graph_replay_alias_failure(alias_run, alias_failure));
   } else {
     auto run_named = [&](const char* name) -> const CheckRun* {

@@ -70,6 +70,10 @@ PropertyResult check_determinism(const CheckRun& a, const CheckRun& again);
 // shifted; the router sites those cannot reach are bitwise equal in step 0.
 // SKIPs without MoE layers, and without forcing and padding (no (h)).
 PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h);
+// collective_symmetry's FAIL when run `run` stopped on a collective fingerprint
+// mismatch (--check-collectives), the only property then evaluated.
+PropertyResult collective_symmetry_mismatch_failure(const std::string& run,
+                                                    const std::string& mismatch);
 // SKIPs when no group of any run has more than one member.
 PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& runs);
 

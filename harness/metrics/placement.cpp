@@ -55,7 +55,10 @@ std::string to_string(const Placement& p) {
 }
 
 Placement& AxisPlacements::at(Axis axis) {
-  if (axis == Axis::world) throw std::invalid_argument("placements are per model axis, not world");
+  // tp, cp and dp only (kModelAxes): world and ep are groups, not placements.
+  if (axis != Axis::tp && axis != Axis::cp && axis != Axis::dp)
+    throw std::invalid_argument("placements are per model axis (tp, cp, dp), not " +
+                                std::string(to_string(axis)));
   return axes[static_cast<std::size_t>(axis)];
 }
 

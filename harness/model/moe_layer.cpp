@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "harness/backend/aux_loss_scaler.h"
+#include "harness/backend/ep_mappings.h"
 #include "harness/backend/tp_mappings.h"
 #include "harness/faults/code_path_faults.h"
+#include "harness/model/router_diagnostics.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -113,6 +115,8 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
   r.probs = probs;
   r.routing_map = map;
   const at::Tensor weight = valid.defined() ? valid.to(dtype) : at::ones({T}, scores.options());
+  if (rt.training && is_observing_tensor(SourceKind::router_diagnostics))
+    observe_diagnostics(rt, routed, map, valid, s, b);
   if (m.aux_loss_coef > 0 && rt.training) r.aux_loss = aux_loss(rt, routed, weight);
   // Expert-bias token counts: under grad only (Megatron's gate: a checkpointed
   // layer's no-grad forward is not counted, its recomputation is), valid tokens.
@@ -148,6 +152,29 @@ void TopKRouter::observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
     observe_tensor(*this, "router_scores", SourceKind::router_scores,
                    decision_distribution(config_->moe.score, observed.to(routing_dtype(observed))),
                    tp_dim, 0, batch_dim);
+}
+
+// Megatron's router diagnostics (megatron-reference 3.7): after dropping,
+// training only, [b, 7, E] per local sequence. They normalize within a whole
+// sequence, so the router declines when SP x TP or CP splits the sequences
+// (Megatron raises; parity's validation rejects the metrics before a run).
+void TopKRouter::observe_diagnostics(const ModelRuntime& rt, const at::Tensor& routed,
+                                     const at::Tensor& map, const at::Tensor& valid,
+                                     std::int64_t s, std::int64_t b) const {
+  const bool split = (config_->sequence_parallel && rt.parallel.tp_size() > 1) ||
+                     rt.parallel.cp_size() > 1;
+  // Fault diagnostics-under-cp: split sequences are summarized per rank.
+  if (split && !fault_active(CodePathFault::diagnostics_under_cp)) return;
+  at::NoGradGuard no_grad;
+  const MoeConfig& m = config_->moe;
+  const at::Tensor scores = decision_distribution(m.score, routed.detach());
+  const at::Tensor chosen = std::get<1>(at::topk(scores, m.topk, -1));
+  const at::Tensor aux_map = at::zeros_like(map).scatter_(1, chosen, true);
+  const at::Tensor diagnostics = build_router_diagnostics(
+      scores, aux_map, map, m.expert_bias_rate > 0 ? expert_bias_ : at::Tensor(), s, b,
+      valid.defined() ? valid.logical_not() : at::Tensor());
+  observe_tensor(*this, "router_diagnostics", SourceKind::router_diagnostics, diagnostics,
+                 std::nullopt, std::nullopt, 0);
 }
 
 // Megatron's switch load-balancing loss over the valid tokens of the
@@ -275,6 +302,7 @@ at::Tensor MoELayer::run_expert(const ModelRuntime& rt, const Expert& e,
 
 at::Tensor MoELayer::dispatch_and_combine(const ModelRuntime& rt, const at::Tensor& tokens,
                                           const at::Tensor& probs, const at::Tensor& map) const {
+  if (rt.parallel.ep_size() > 1) return dispatch_over_ep(rt, tokens, probs, map);
   at::Tensor out = at::zeros_like(tokens);
   for (std::size_t l = 0; l < experts_.size(); ++l) {
     const std::int64_t g = first_expert_ + static_cast<std::int64_t>(l);
@@ -287,6 +315,52 @@ at::Tensor MoELayer::dispatch_and_combine(const ModelRuntime& rt, const at::Tens
     out = out.index_add(0, rows, y * w);
   }
   return out;
+}
+
+// Megatron's all-to-all dispatcher: the rows of every token routed to expert g
+// go to the EP rank holding g (grouped by destination, then expert, then
+// token), the local experts run on what arrives, the results go back the same
+// way and are combined here. Every EP rank issues the same collectives (the
+// per-expert counts all-gathered, then the two all-to-alls, each exchanging
+// its sizes first) whatever it routed, also when it routed nothing.
+at::Tensor MoELayer::dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& tokens,
+                                      const at::Tensor& probs, const at::Tensor& map) const {
+  Communicator* ep = rt.parallel.ep;
+  const std::int64_t E = config_->moe.experts, P = ep->size(), local = E / P;
+  const std::int64_t h = tokens.size(1);
+  std::vector<at::Tensor> rows_of(static_cast<std::size_t>(E)), expert_of;
+  std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E)), send(static_cast<std::size_t>(P));
+  for (std::int64_t g = 0; g < E; ++g) {
+    rows_of[g] = map.select(1, g).nonzero().squeeze(1);
+    per_expert[g] = rows_of[g].size(0);
+    send[g / local] += per_expert[g];
+    expert_of.push_back(at::full({per_expert[g]}, g, rows_of[g].options()));
+  }
+  const at::Tensor order = at::cat(rows_of);  // rows in send order
+  const at::Tensor experts = at::cat(expert_of);
+  // Who sends how many rows of which expert: the receivers' segment layout.
+  const at::Tensor counts =
+      ep->all_gather(at::tensor(per_expert, at::kLong).to(tokens.device()), 0).cpu();
+  const std::int64_t* all = counts.data_ptr<std::int64_t>();  // [P * E], source-major
+  const AllToAllResult arrived =
+      all_to_all_expert_parallel(tokens.index_select(0, order), send, ep);
+  std::vector<at::Tensor> results;
+  std::int64_t offset = 0;
+  for (std::int64_t src = 0; src < P; ++src) {
+    for (std::int64_t l = 0; l < local; ++l) {
+      const std::int64_t n = all[src * E + first_expert_ + l];
+      if (n == 0) continue;
+      results.push_back(run_expert(rt, experts_[static_cast<std::size_t>(l)],
+                                   arrived.output.narrow(0, offset, n)));
+      offset += n;
+    }
+  }
+  const at::Tensor computed =
+      results.empty() ? at::zeros({0, h}, tokens.options()) : at::cat(results);
+  const at::Tensor back = all_to_all_expert_parallel(computed, arrived.recv_counts, ep).output;
+  const at::Tensor w =
+      probs.reshape({-1}).index_select(0, order * E + experts).unsqueeze(1).to(back.scalar_type());
+  return at::zeros_like(tokens).index_add(0, order, back * w);
 }
 
 std::pair<at::Tensor, at::Tensor> MoELayer::forward(const ModelRuntime& rt, const at::Tensor& x,

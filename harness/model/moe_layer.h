@@ -49,6 +49,8 @@ class TopKRouter : public Module {
  private:
   void observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
                      const at::Tensor& valid) const;
+  void observe_diagnostics(const ModelRuntime& rt, const at::Tensor& routed, const at::Tensor& map,
+                           const at::Tensor& valid, std::int64_t s, std::int64_t b) const;
   at::Tensor aux_loss(const ModelRuntime& rt, const at::Tensor& routed,
                       const at::Tensor& weight) const;
   at::Tensor capacity_keep(const ModelRuntime& rt, const at::Tensor& probs, const at::Tensor& map,
@@ -89,6 +91,8 @@ class MoELayer : public Module {
   // the experts' weighted outputs [N, h] (TP partial sums).
   at::Tensor dispatch_and_combine(const ModelRuntime& rt, const at::Tensor& tokens,
                                   const at::Tensor& probs, const at::Tensor& map) const;
+  at::Tensor dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& tokens,
+                              const at::Tensor& probs, const at::Tensor& map) const;
 };
 
 }  // namespace parity

@@ -82,6 +82,25 @@ TEST(Baseline, StatusChangeIsOneDifference) {
   EXPECT_NE(d[0].reason.find("rel 0.4"), std::string::npos);
 }
 
+// A property parity gained after the baseline was stored: not a difference
+// while it passes or skips (upgrades keep stored baselines), one when it FAILs.
+TEST(Baseline, APropertyNewSinceTheBaselineCountsOnlyWhenItFails) {
+  nlohmann::json now = report();
+  now["properties"].push_back({{"name", "router_invariance"}, {"status", "SKIP"}, {"reason", "-"}});
+  EXPECT_TRUE(compare_with_baseline(report(), now).empty());
+  now["properties"][2]["status"] = "FAIL";
+  now["properties"][2]["reason"] = "digest differs";
+  const std::vector<BaselineDifference> d = compare_with_baseline(report(), now);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].what, "property router_invariance");
+  EXPECT_EQ(d[0].current, "FAIL");
+  EXPECT_EQ(d[0].reason, "not in the baseline, and FAILs now: digest differs");
+  // A property the baseline had and the check no longer evaluates still is one.
+  nlohmann::json fewer = report();
+  fewer["properties"].erase(1);
+  EXPECT_EQ(compare_with_baseline(report(), fewer).size(), 1u);
+}
+
 TEST(Baseline, MetricOnOneSideOnlyIsListed) {
   nlohmann::json fewer = report();
   fewer["metrics"].erase(1);

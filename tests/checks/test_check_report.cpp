@@ -109,7 +109,7 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
     for (const char* k : {"name", "title", "config", "seconds"}) EXPECT_TRUE(run.contains(k)) << k;
   const std::vector<std::string> names = {
       "exactly_once",   "recompute_invariance", "sharded_reduction",  "graph_replay",
-      "backend_parity", "determinism",          "collective_symmetry"};
+      "backend_parity", "determinism",          "collective_symmetry", "router_invariance"};
   ASSERT_EQ(r["properties"].size(), names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const auto& p = r["properties"][i];

@@ -399,7 +399,8 @@ TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
   for (const Property* p : registered_properties()) names.emplace_back(p->name());
   EXPECT_EQ(names, (std::vector<std::string>{"exactly_once", "recompute_invariance",
                                              "sharded_reduction", "graph_replay", "backend_parity",
-                                             "determinism", "collective_symmetry"}));
+                                             "determinism", "collective_symmetry",
+                                             "router_invariance"}));
 }
 
 // backend_parity on hand-built runs: (a) on another backend, (f) the reference.

@@ -106,7 +106,31 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "--metrics",
                                  "global-output-logits-l2,layer-residual-accumulator-l2",
                                  "--dump",
-                                 "d"});
+                                 "d",
+                                 "--moe-experts",
+                                 "6",
+                                 "--moe-topk",
+                                 "3",
+                                 "--moe-score",
+                                 "sqrt-softplus",
+                                 "--moe-ffn-hidden",
+                                 "48",
+                                 "--moe-layers",
+                                 "every:2",
+                                 "--moe-aux-loss",
+                                 "0.01",
+                                 "--moe-expert-bias",
+                                 "0.001",
+                                 "--moe-capacity-factor",
+                                 "1.25",
+                                 "--moe-shared-expert-ffn",
+                                 "64",
+                                 "--moe-force-routing",
+                                 "biased",
+                                 "--padding-fraction",
+                                 "0.25",
+                                 "--padding-token-shift",
+                                 "3"});
   ASSERT_TRUE(p.errors.empty()) << p.errors.front();
   EXPECT_EQ(p.command, "run");
   const RunConfig& c = p.config;
@@ -150,6 +174,18 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.metrics,
             (std::vector<std::string>{"global-output-logits-l2", "layer-residual-accumulator-l2"}));
   EXPECT_EQ(c.dump, "d");
+  EXPECT_EQ(c.moe_experts, 6);
+  EXPECT_EQ(c.moe_topk, 3);
+  EXPECT_EQ(c.moe_score, RouterScoreOption::sqrt_softplus);
+  EXPECT_EQ(c.moe_ffn_hidden, 48);
+  EXPECT_EQ(c.moe_layers, "every:2");
+  EXPECT_EQ(c.moe_aux_loss, 0.01);
+  EXPECT_EQ(c.moe_expert_bias, 0.001);
+  EXPECT_EQ(c.moe_capacity_factor, 1.25);
+  EXPECT_EQ(c.moe_shared_expert_ffn, 64);
+  EXPECT_EQ(c.moe_force_routing, ForceRoutingOption::biased);
+  EXPECT_EQ(c.padding_fraction, 0.25);
+  EXPECT_EQ(c.padding_token_shift, 3);
   // Every field of the table was given a non-default value above, except the
   // input files: they are read at parse time (tests/cli/test_load_files.cpp
   // passes them with files that fit).
@@ -390,6 +426,18 @@ std::vector<BadValue> bad_values() {
       one("load-weights", "/nonexistent-parity-dir/w.safetensors"),
       one("load-batch", "/nonexistent-parity-dir/b.safetensors"),
       one("dump", "/nonexistent-parity-dir/d"),
+      one("moe-experts", "-1"),
+      {"--moe-topk", {"--moe-experts", "4", "--moe-topk", "5"}},  // in [1, E]
+      one("moe-score", "relu"),
+      {"--moe-ffn-hidden", {"--moe-experts", "4", "--moe-ffn-hidden", "-3"}},
+      {"--moe-layers", {"--moe-experts", "4", "--moe-layers", "every:0"}},
+      one("moe-aux-loss", "-0.1"),
+      one("moe-expert-bias", "-1"),
+      one("moe-capacity-factor", "-2"),
+      one("moe-shared-expert-ffn", "-8"),
+      one("moe-force-routing", "always"),
+      {"--padding-fraction", {"--moe-experts", "4", "--padding-fraction", "1.0"}},
+      one("padding-token-shift", "-1"),
   };
 }
 

@@ -388,7 +388,24 @@ TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
   c.metrics = {"layer-router-logits-l2"};
   const std::vector<std::string> lines = cli_lines(c);
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_NE(lines[0].find("it needs a mixture-of-experts router"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("it needs MoE layers (--moe-experts 4"), std::string::npos) << lines[0];
+  c.moe_experts = 4;
+  EXPECT_TRUE(validate_run_config(c).empty()) << cli_lines(c).front();
+  // Diagnostics normalize within whole sequences: not under CP (7.10).
+  c.metrics = {"layer-router-health"};
+  c.cp = 2;
+  EXPECT_NE(cli_lines(c).front().find("which the model has no observation site for: it needs MoE "
+                                      "layers (--moe-experts) whose router sees whole sequences"),
+            std::string::npos)
+      << cli_lines(c).front();
+  // A router inside a per-layer graph is silent on replay (7.11).
+  c.cp = 1;
+  c.graphs = GraphOption::per_layer;
+  EXPECT_EQ(cli_lines(c).front(),
+            "--metrics layer-router-health: metric layer-router-health reads a router site, which "
+            "per-layer graphs capture (the whole layer): replays would not observe it "
+            "(megatron-reference 7.11)");
+  c = RunConfig{};
   c.metrics = {"layer-residual-contribution-l2", "layer-attention-context-l2"};
   EXPECT_TRUE(validate_run_config(c).empty()) << cli_lines(c).front();
 }
@@ -413,7 +430,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 18);
+  EXPECT_EQ(ranged, 27);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {

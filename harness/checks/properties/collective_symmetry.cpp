@@ -7,6 +7,13 @@ namespace parity::checks {
 
 using namespace detail;
 
+PropertyResult collective_symmetry_mismatch_failure(const std::string& run,
+                                                    const std::string& mismatch) {
+  PropertyResult p = make("collective_symmetry", "(" + run + ")");
+  fail(p, "(" + run + ") stopped: " + mismatch);
+  return p;
+}
+
 PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& runs) {
   PropertyResult p = make("collective_symmetry", run_list(runs));
   std::int64_t groups = 0, calls = 0;
