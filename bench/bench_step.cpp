@@ -82,12 +82,14 @@ void print_moe_table(int steps) {
   base.sp = true;
   base.dp = 4;
   base.steps = steps;
-  std::printf("model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
-              "fp32, tp 2 sp x dp 4 (8 thread ranks); %d steps per run, step 0 dropped\n\n",
-              base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch,
-              base.vocab, steps);
-  std::printf("| layers | experts | top-k | ep | step ms (median) | step ms (min) | "
-              "rank-thread CPU ms per step (all ranks) |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
+      "fp32, tp 2 sp x dp 4 (8 thread ranks); %d steps per run, step 0 dropped\n\n",
+      base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch, base.vocab,
+      steps);
+  std::printf(
+      "| layers | experts | top-k | ep | step ms (median) | step ms (min) | "
+      "rank-thread CPU ms per step (all ranks) |\n|---|---|---|---|---|---|---|\n");
   struct Case {
     const char* what;
     int experts, ep;

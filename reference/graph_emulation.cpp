@@ -34,7 +34,8 @@ std::vector<at::Tensor> run_as_replay(GraphRegion& r) {
   if (fault_active(CodePathFault::router_silent_missing) && outer) {
     const TensorObservationCallback* caller = outer->callback;
     router_leak = [caller](const ObservationOwner& owner, std::string_view name, SourceKind kind,
-                           const at::Tensor& t, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
+                           const at::Tensor& t, OptionalDim tp, OptionalDim seq,
+                           OptionalDim batch) {
       if (kind == SourceKind::router_logits || kind == SourceKind::router_scores ||
           kind == SourceKind::router_diagnostics)
         (*caller)(owner, name, kind, t, tp, seq, batch);

@@ -151,8 +151,9 @@ Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   row.expected = std::string(fault.caught_by);
   const bool moe = fault.needs.rfind("an MoE layer", 0) == 0;
   if (moe) row.searched = "MoE scenarios";
-  search<RunConfig>(row, o, moe ? gen_moe_scenario() : gen_scenario(),
-                    [&](RunConfig& c) { return judge_scenario(c, row.fault); }, compact);
+  search<RunConfig>(
+      row, o, moe ? gen_moe_scenario() : gen_scenario(),
+      [&](RunConfig& c) { return judge_scenario(c, row.fault); }, compact);
   if (!row.caught &&
       (fault.caught_by == "sharded_reduction" || fault.caught_by == "collective_symmetry")) {
     row.searched = "sharded metric cases";

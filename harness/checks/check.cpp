@@ -238,7 +238,8 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
         aliasing = aliasing ||
                    metric_failure_in(f.detail) == MetricFailure::prepared_state_aliases_observation;
       for (const RankFailure& f : result.failure->ranks)
-        if (mismatch_failure.empty() && f.detail.find("collective mismatch on ") != std::string::npos)
+        if (mismatch_failure.empty() &&
+            f.detail.find("collective mismatch on ") != std::string::npos)
           mismatch_failure = one_line(f.detail, 300);
       if (!aliasing && !mismatch_failure.empty()) {
         mismatch_run = p.name;
@@ -271,7 +272,8 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
   }
 
   if (!mismatch_run.empty()) {
-    report.properties.push_back(collective_symmetry_mismatch_failure(mismatch_run, mismatch_failure));
+    report.properties.push_back(
+        collective_symmetry_mismatch_failure(mismatch_run, mismatch_failure));
   } else if (!alias_failure.empty()) {
     report.properties.push_back(graph_replay_alias_failure(alias_run, alias_failure));
   } else {

@@ -54,9 +54,15 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.moe.experts = c.moe_experts;
   m.moe.topk = c.moe_topk;
   switch (c.moe_score) {
-    case RouterScoreOption::softmax: m.moe.score = RouterScore::softmax; break;
-    case RouterScoreOption::sigmoid: m.moe.score = RouterScore::sigmoid; break;
-    case RouterScoreOption::sqrt_softplus: m.moe.score = RouterScore::sqrt_softplus; break;
+    case RouterScoreOption::softmax:
+      m.moe.score = RouterScore::softmax;
+      break;
+    case RouterScoreOption::sigmoid:
+      m.moe.score = RouterScore::sigmoid;
+      break;
+    case RouterScoreOption::sqrt_softplus:
+      m.moe.score = RouterScore::sqrt_softplus;
+      break;
   }
   m.moe.ffn_hidden = c.moe_ffn_hidden;
   m.moe.layers = c.moe_layers;
@@ -65,9 +71,15 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.moe.capacity_factor = c.moe_capacity_factor;
   m.moe.shared_expert_ffn = c.moe_shared_expert_ffn;
   switch (c.moe_force_routing) {
-    case ForceRoutingOption::none: m.moe.force_routing = ForcedRouting::none; break;
-    case ForceRoutingOption::random: m.moe.force_routing = ForcedRouting::random; break;
-    case ForceRoutingOption::biased: m.moe.force_routing = ForcedRouting::biased; break;
+    case ForceRoutingOption::none:
+      m.moe.force_routing = ForcedRouting::none;
+      break;
+    case ForceRoutingOption::random:
+      m.moe.force_routing = ForcedRouting::random;
+      break;
+    case ForceRoutingOption::biased:
+      m.moe.force_routing = ForcedRouting::biased;
+      break;
   }
   m.moe.padding_fraction = c.padding_fraction;
   return m;

@@ -54,10 +54,10 @@ constexpr EnumNames<RecomputeOption, 4> kRecompute{{{RecomputeOption::none, "non
                                                   {RecomputeOption::full_block, "full-block"},
                                                   {RecomputeOption::selective, "selective"}}};
 
-constexpr EnumNames<RouterScoreOption, 3> kRouterScore{{{RouterScoreOption::softmax, "softmax"},
-                                                         {RouterScoreOption::sigmoid, "sigmoid"},
-                                                         {RouterScoreOption::sqrt_softplus,
-                                                          "sqrt-softplus"}}};
+constexpr EnumNames<RouterScoreOption, 3> kRouterScore{
+    {{RouterScoreOption::softmax, "softmax"},
+     {RouterScoreOption::sigmoid, "sigmoid"},
+     {RouterScoreOption::sqrt_softplus, "sqrt-softplus"}}};
 constexpr EnumNames<ForceRoutingOption, 3> kForceRouting{{{ForceRoutingOption::none, "none"},
                                                           {ForceRoutingOption::random, "random"},
                                                           {ForceRoutingOption::biased, "biased"}}};
@@ -128,21 +128,26 @@ std::optional<RecomputeSpec> parse_recompute(std::string_view spec, std::string*
   if (spec.substr(0, kSelective.size()) != kSelective) {
     const std::optional<RecomputeOption> kind = kRecompute.parse(spec);
     if (!kind || *kind == RecomputeOption::selective)
-      return fail("unknown recompute mode (known: none, full-uniform, full-block, "
-                  "selective:<modules> with modules " + known_recompute_modules() + ")");
+      return fail(
+          "unknown recompute mode (known: none, full-uniform, full-block, "
+          "selective:<modules> with modules " +
+          known_recompute_modules() + ")");
     out.kind = *kind;
     return out;
   }
   out.kind = RecomputeOption::selective;
   std::string_view rest = spec.substr(kSelective.size());
-  if (rest.empty()) return fail("selective recompute needs at least one module (" + known_recompute_modules() + ")");
+  if (rest.empty())
+    return fail("selective recompute needs at least one module (" + known_recompute_modules() +
+                ")");
   while (true) {
     const std::size_t comma = rest.find(',');
     const std::string module(rest.substr(0, comma));
     bool known = false;
     for (std::string_view k : kRecomputeModules) known = known || k == module;
     if (!known)
-      return fail("unknown recompute module \"" + module + "\" (known: " + known_recompute_modules() + ")");
+      return fail("unknown recompute module \"" + module +
+                  "\" (known: " + known_recompute_modules() + ")");
     if (out.has(module)) return fail("recompute module \"" + module + "\" is listed twice");
     out.modules.push_back(module);
     if (comma == std::string_view::npos) break;

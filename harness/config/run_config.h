@@ -63,8 +63,7 @@ std::string known_force_routings();
 // `--recompute none | full-uniform | full-block | selective:<m1>[,<m2>...]`.
 // The config keeps the spec as written (so validation can name a bad module);
 // this is its parsed form.
-inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp",
-                                                         "moe"};
+inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp", "moe"};
 struct RecomputeSpec {
   RecomputeOption kind = RecomputeOption::none;
   std::vector<std::string> modules;  // selective only, in the order written
@@ -118,14 +117,14 @@ struct RunConfig {
   int moe_experts = 0;
   int moe_topk = 2;
   RouterScoreOption moe_score = RouterScoreOption::softmax;
-  int moe_ffn_hidden = 0;                  // 0 = ffn_hidden
-  std::string moe_layers = "all";          // all | every:N | comma list of layer indices
-  double moe_aux_loss = 0.0;               // switch load-balancing loss coefficient
-  double moe_expert_bias = 0.0;            // aux-loss-free bias update rate
-  double moe_capacity_factor = 0.0;        // 0 = dropless
-  int moe_shared_expert_ffn = 0;           // 0 = no shared expert
+  int moe_ffn_hidden = 0;            // 0 = ffn_hidden
+  std::string moe_layers = "all";    // all | every:N | comma list of layer indices
+  double moe_aux_loss = 0.0;         // switch load-balancing loss coefficient
+  double moe_expert_bias = 0.0;      // aux-loss-free bias update rate
+  double moe_capacity_factor = 0.0;  // 0 = dropless
+  int moe_shared_expert_ffn = 0;     // 0 = no shared expert
   ForceRoutingOption moe_force_routing = ForceRoutingOption::none;
-  double padding_fraction = 0.0;           // trailing padding tokens per sequence (router only)
+  double padding_fraction = 0.0;  // trailing padding tokens per sequence (router only)
   // Added (mod vocab) to every padding token's id: router_invariance's run (h).
   int padding_token_shift = 0;
   // --metrics names (docs/metrics.md); empty = no metric collector. Checked by

@@ -74,9 +74,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     const std::int64_t padding = c.moe.padding_tokens(c.seq);
     if (o.padding_token_shift != 0 && padding > 0) {
       tokens = tokens.clone();
-      tokens.narrow(0, c.seq - padding, padding)
-          .add_(o.padding_token_shift)
-          .remainder_(c.vocab);
+      tokens.narrow(0, c.seq - padding, padding).add_(o.padding_token_shift).remainder_(c.vocab);
     }
     inputs.push_back(model.slice_sequence(tokens));
     inputs.push_back(model.slice_sequence(data.labels));
@@ -173,8 +171,9 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
     TensorObservationCallback record = o.recorder->callback();
     TensorObservationCallback collect = collector->callback();
     capture.emplace(
-        [record, collect, trace_kinds](const ObservationOwner& owner, std::string_view name, SourceKind kind,
-                          const at::Tensor& t, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
+        [record, collect, trace_kinds](const ObservationOwner& owner, std::string_view name,
+                                       SourceKind kind, const at::Tensor& t, OptionalDim tp,
+                                       OptionalDim seq, OptionalDim batch) {
           if (trace_kinds.contains(kind)) record(owner, name, kind, t, tp, seq, batch);
           collect(owner, name, kind, t, tp, seq, batch);
         },

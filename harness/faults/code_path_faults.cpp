@@ -89,8 +89,7 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::padding_included, "padding-included",
      "router observations keep the padding tokens instead of compacting to the valid ones "
      "(megatron-reference section 7.4)",
-     "router_invariance",
-     "an MoE layer with --padding-fraction > 0"},
+     "router_invariance", "an MoE layer with --padding-fraction > 0"},
     {F::diagnostics_under_cp, "diagnostics-under-cp",
      "the router builds and observes per-sequence diagnostics when sequence parallelism or cp "
      "splits the sequences, instead of declining (megatron-reference section 7.10)",
@@ -99,12 +98,10 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
     {F::expert_index_local, "expert-index-local",
      "expert parameters are named (and so initialized) by their EP-local index instead of "
      "ep_rank * E/ep + local (megatron-reference section 7.8)",
-     "sharded_reduction",
-     "an MoE layer with ep > 1 and a residual or logits metric"},
+     "sharded_reduction", "an MoE layer with ep > 1 and a residual or logits metric"},
     {F::router_silent_missing, "router-silent-missing",
      "the router sites fire on replays of a captured layer (a graph replay runs no host code)",
-     "graph_replay",
-     "an MoE layer under per-layer graphs with a replay step"},
+     "graph_replay", "an MoE layer under per-layer graphs with a replay step"},
     {F::median_unpadded_gather, "median-unpadded-gather",
      "the sampled median all-gathers each rank's unpadded values without exchanging lengths "
      "first, so ranks holding different numbers of elements issue different shapes",

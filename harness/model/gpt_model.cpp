@@ -303,8 +303,7 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
                    ParameterSource* weights)
     : config_(config),
       params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device(), weights) {
-  config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size(),
-                   parallel.ep_size());
+  config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size(), parallel.ep_size());
   rng_ = backend.make_rng_tracker();
   rng_->seed(config_.seed, parallel.tp_rank());
   runtime_ = ModelRuntime{&backend, parallel, rng_.get(), true};

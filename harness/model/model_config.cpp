@@ -175,18 +175,24 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
 
 std::string_view to_string(RouterScore s) {
   switch (s) {
-    case RouterScore::softmax: return "softmax";
-    case RouterScore::sigmoid: return "sigmoid";
-    case RouterScore::sqrt_softplus: return "sqrt-softplus";
+    case RouterScore::softmax:
+      return "softmax";
+    case RouterScore::sigmoid:
+      return "sigmoid";
+    case RouterScore::sqrt_softplus:
+      return "sqrt-softplus";
   }
   return "?";
 }
 
 std::string_view to_string(ForcedRouting f) {
   switch (f) {
-    case ForcedRouting::none: return "none";
-    case ForcedRouting::random: return "random";
-    case ForcedRouting::biased: return "biased";
+    case ForcedRouting::none:
+      return "none";
+    case ForcedRouting::random:
+      return "random";
+    case ForcedRouting::biased:
+      return "biased";
   }
   return "?";
 }
@@ -203,7 +209,8 @@ bool MoeConfig::is_moe_layer(std::int64_t index, std::int64_t layers_total) cons
   if (layers == "all") return true;
   const std::string every = "every:";
   const auto number = [&](const std::string& text) -> std::int64_t {
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+        text.size() > 9)
       bad("expected all, every:N or a comma list of layer indices");
     return std::stoll(text);
   };
@@ -285,7 +292,8 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   if (!(norm_eps > 0.0) || !std::isfinite(norm_eps)) add("norm_eps", str(norm_eps), "must be > 0");
   if (!(init_std > 0.0) || !std::isfinite(init_std)) add("init_std", str(init_std), "must be > 0");
 
-  const bool full = recompute == RecomputeKind::full_uniform || recompute == RecomputeKind::full_block;
+  const bool full =
+      recompute == RecomputeKind::full_uniform || recompute == RecomputeKind::full_block;
   const std::string mode(to_string(recompute));
   if (full && (recompute_layers < 1 || recompute_layers > layers)) {
     add("recompute_layers", str(recompute_layers),

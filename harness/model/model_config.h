@@ -41,9 +41,9 @@ struct MoeConfig {
   // Which layers are MoE: "all", "every:N" (layer i when i % N == 0, Megatron's
   // moe_layer_freq) or a comma list of layer indices.
   std::string layers = "all";
-  double aux_loss_coef = 0.0;       // switch load-balancing loss; 0 = none
-  double expert_bias_rate = 0.0;    // aux-loss-free balancing bias update rate; 0 = no bias
-  double capacity_factor = 0.0;     // 0 = dropless; else drop tokens over capacity (by prob)
+  double aux_loss_coef = 0.0;          // switch load-balancing loss; 0 = none
+  double expert_bias_rate = 0.0;       // aux-loss-free balancing bias update rate; 0 = no bias
+  double capacity_factor = 0.0;        // 0 = dropless; else drop tokens over capacity (by prob)
   std::int64_t shared_expert_ffn = 0;  // 0 = no shared expert
   ForcedRouting force_routing = ForcedRouting::none;
   // The last round(padding_fraction * seq) positions of every sequence are
@@ -56,8 +56,8 @@ struct MoeConfig {
   // ModelConfigError naming moe_layers for a bad pattern.
   bool is_moe_layer(std::int64_t index, std::int64_t layers_total) const;
 };
-std::string_view to_string(RouterScore s);      // "softmax", "sigmoid", "sqrt-softplus"
-std::string_view to_string(ForcedRouting f);    // "none", "random", "biased"
+std::string_view to_string(RouterScore s);    // "softmax", "sigmoid", "sqrt-softplus"
+std::string_view to_string(ForcedRouting f);  // "none", "random", "biased"
 
 // The selective-recompute module set.
 struct RecomputeModules {
@@ -152,7 +152,9 @@ struct ModelConfig {
   std::vector<ModelConfigViolation> violations(int tp, int cp, int dp, int ep = 1) const;
   // Throws ModelConfigError for the first of violations().
   void validate(int tp, int cp, int dp, int ep = 1) const;
-  std::int64_t expert_ffn_hidden() const { return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_hidden; }
+  std::int64_t expert_ffn_hidden() const {
+    return moe.ffn_hidden > 0 ? moe.ffn_hidden : ffn_hidden;
+  }
 };
 
 }  // namespace parity

@@ -24,9 +24,12 @@ at::ScalarType routing_dtype(const at::Tensor& logits) {
 // and sqrt-softplus, as Megatron's topk_routing_with_score_function).
 at::Tensor score_of(RouterScore score, const at::Tensor& logits) {
   switch (score) {
-    case RouterScore::softmax: return at::softmax(logits, -1);
-    case RouterScore::sigmoid: return at::sigmoid(logits);
-    case RouterScore::sqrt_softplus: return at::sqrt(at::softplus(logits));
+    case RouterScore::softmax:
+      return at::softmax(logits, -1);
+    case RouterScore::sigmoid:
+      return at::sigmoid(logits);
+    case RouterScore::sqrt_softplus:
+      return at::sqrt(at::softplus(logits));
   }
   return at::softmax(logits, -1);
 }
@@ -91,9 +94,10 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
     bias.narrow(0, 0, k).fill_(100.0);
     routed = routed + bias;
   }
-  observe_sites(rt, fault_active(CodePathFault::observe_forced_logits)
-                        ? routed.reshape({s, b, E}).to(logits.scalar_type())
-                        : logits,
+  observe_sites(rt,
+                fault_active(CodePathFault::observe_forced_logits)
+                    ? routed.reshape({s, b, E}).to(logits.scalar_type())
+                    : logits,
                 valid);
 
   const at::Tensor scores = score_of(m.score, routed);  // [T, E]
@@ -142,7 +146,8 @@ void TopKRouter::observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
   OptionalDim batch_dim = 1;
   // Fault padding-included: the padding rows stay in what is observed.
   if (valid.defined() && !fault_active(CodePathFault::padding_included)) {
-    observed = observed.reshape({-1, observed.size(-1)}).index_select(0, valid.nonzero().squeeze(1));
+    observed =
+        observed.reshape({-1, observed.size(-1)}).index_select(0, valid.nonzero().squeeze(1));
     batch_dim = 0;
   }
   if (want_logits)
@@ -159,10 +164,10 @@ void TopKRouter::observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
 // sequence, so the router declines when SP x TP or CP splits the sequences
 // (Megatron raises; parity's validation rejects the metrics before a run).
 void TopKRouter::observe_diagnostics(const ModelRuntime& rt, const at::Tensor& routed,
-                                     const at::Tensor& map, const at::Tensor& valid,
-                                     std::int64_t s, std::int64_t b) const {
-  const bool split = (config_->sequence_parallel && rt.parallel.tp_size() > 1) ||
-                     rt.parallel.cp_size() > 1;
+                                     const at::Tensor& map, const at::Tensor& valid, std::int64_t s,
+                                     std::int64_t b) const {
+  const bool split =
+      (config_->sequence_parallel && rt.parallel.tp_size() > 1) || rt.parallel.cp_size() > 1;
   // Fault diagnostics-under-cp: split sequences are summarized per rank.
   if (split && !fault_active(CodePathFault::diagnostics_under_cp)) return;
   at::NoGradGuard no_grad;
@@ -234,7 +239,8 @@ at::Tensor TopKRouter::capacity_keep(const ModelRuntime& rt, const at::Tensor& p
   const at::Tensor order =
       std::get<1>(at::sort(sorted_scores, /*stable=*/true, 0, /*descending=*/true));  // [N, E]
   at::Tensor rank_of = at::empty_like(order);
-  rank_of.scatter_(0, order, at::arange(order.size(0), order.options()).unsqueeze(1).expand_as(order));
+  rank_of.scatter_(0, order,
+                   at::arange(order.size(0), order.options()).unsqueeze(1).expand_as(order));
   at::Tensor keep_sorted = rank_of < capacity;
   at::Tensor keep_all = at::empty_like(keep_sorted).index_copy_(0, by_id, keep_sorted);
   const std::int64_t offset =
@@ -271,8 +277,7 @@ MoELayer::MoELayer(std::string name, const ModelConfig* config, ParameterFactory
     const std::int64_t global = first_expert_ + l;
     // Canonical names carry the GLOBAL expert index (contract.md section 2).
     // Fault expert-index-local: the EP rank's local index instead.
-    const std::int64_t named =
-        fault_active(CodePathFault::expert_index_local) ? l : global;
+    const std::int64_t named = fault_active(CodePathFault::expert_index_local) ? l : global;
     const std::string base = name_ + ".experts.local_experts." + std::to_string(named);
     Expert e;
     e.fc1 = params.make(base + ".linear_fc1.weight", {swiglu ? 2 * ffn : ffn, c.hidden},
@@ -329,7 +334,8 @@ at::Tensor MoELayer::dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& 
   const std::int64_t E = config_->moe.experts, P = ep->size(), local = E / P;
   const std::int64_t h = tokens.size(1);
   std::vector<at::Tensor> rows_of(static_cast<std::size_t>(E)), expert_of;
-  std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E)), send(static_cast<std::size_t>(P));
+  std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E)),
+      send(static_cast<std::size_t>(P));
   for (std::int64_t g = 0; g < E; ++g) {
     rows_of[g] = map.select(1, g).nonzero().squeeze(1);
     per_expert[g] = rows_of[g].size(0);
@@ -371,8 +377,8 @@ std::pair<at::Tensor, at::Tensor> MoELayer::forward(const ModelRuntime& rt, cons
   const at::Tensor router_positions =
       tp ? positions.chunk(tp->size(), 0)[tp->rank()].contiguous() : positions;
   const MoELayer* self = this;
-  CheckpointFn body = [self, rt, tp,
-                       router_positions](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+  CheckpointFn body = [self, rt, tp, router_positions](
+                          const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
     const ModelConfig& cfg = *self->config_;
     const std::int64_t E = cfg.moe.experts, h = cfg.hidden;
     const at::Tensor& x = in[0];
@@ -387,10 +393,9 @@ std::pair<at::Tensor, at::Tensor> MoELayer::forward(const ModelRuntime& rt, cons
         tp ? tp->all_gather(r.routing_map.reshape({s, b, E}).to(at::kInt).contiguous(), 0)
                  .to(at::kBool)
            : r.routing_map;
-    at::Tensor out =
-        self->dispatch_and_combine(rt, tokens.reshape({-1, h}), probs.reshape({-1, E}),
-                                   map.reshape({-1, E}))
-            .reshape(tokens.sizes());
+    at::Tensor out = self->dispatch_and_combine(rt, tokens.reshape({-1, h}), probs.reshape({-1, E}),
+                                                map.reshape({-1, E}))
+                         .reshape(tokens.sizes());
     // The experts' TP partial sums, back to this rank's sequence shard.
     if (tp) out = reduce_scatter_to_sequence_parallel_region(out, tp);
     if (self->shared_fc1_) {
@@ -400,8 +405,8 @@ std::pair<at::Tensor, at::Tensor> MoELayer::forward(const ModelRuntime& rt, cons
     }
     return {attach_aux_loss(out, r.aux_loss, rt.aux_loss_scale)};
   };
-  const bool recompute = rt.training && c.recompute == RecomputeKind::selective &&
-                         c.recompute_modules.moe;
+  const bool recompute =
+      rt.training && c.recompute == RecomputeKind::selective && c.recompute_modules.moe;
   at::Tensor out = recompute ? checkpoint(body, {x}, rt.rng, name_)[0] : body({x})[0];
   return {out, at::Tensor()};
 }

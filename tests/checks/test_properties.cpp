@@ -397,10 +397,10 @@ TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
 TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
   std::vector<std::string> names;
   for (const Property* p : registered_properties()) names.emplace_back(p->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"exactly_once", "recompute_invariance",
-                                             "sharded_reduction", "graph_replay", "backend_parity",
-                                             "determinism", "collective_symmetry",
-                                             "router_invariance"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"exactly_once", "recompute_invariance", "sharded_reduction",
+                                      "graph_replay", "backend_parity", "determinism",
+                                      "collective_symmetry", "router_invariance"}));
 }
 
 // backend_parity on hand-built runs: (a) on another backend, (f) the reference.

@@ -167,17 +167,21 @@ TEST(RunConfigValidation, GlobalBatchIsPerDpRankSoAlwaysDivisible) {
 TEST(RunConfigValidation, Recompute) {
   RunConfig c;
   c.recompute = "partial";
-  expect_only(c, "--recompute partial: unknown recompute mode (known: none, full-uniform, "
-                 "full-block, selective:<modules> with modules core_attn, layernorm, mlp, moe)");
+  expect_only(c,
+              "--recompute partial: unknown recompute mode (known: none, full-uniform, "
+              "full-block, selective:<modules> with modules core_attn, layernorm, mlp, moe)");
   c.recompute = "selective:foo";
-  expect_only(c, "--recompute selective:foo: unknown recompute module \"foo\" (known: core_attn, "
-                 "layernorm, mlp, moe)");
+  expect_only(c,
+              "--recompute selective:foo: unknown recompute module \"foo\" (known: core_attn, "
+              "layernorm, mlp, moe)");
   c.recompute = "selective:mlp,attn";
-  expect_only(c, "--recompute selective:mlp,attn: unknown recompute module \"attn\" (known: "
-                 "core_attn, layernorm, mlp, moe)");
+  expect_only(c,
+              "--recompute selective:mlp,attn: unknown recompute module \"attn\" (known: "
+              "core_attn, layernorm, mlp, moe)");
   c.recompute = "selective:";
-  expect_only(c, "--recompute selective:: selective recompute needs at least one module "
-                 "(core_attn, layernorm, mlp, moe)");
+  expect_only(c,
+              "--recompute selective:: selective recompute needs at least one module "
+              "(core_attn, layernorm, mlp, moe)");
   c.recompute = "selective:mlp,mlp";
   expect_only(c, "--recompute selective:mlp,mlp: recompute module \"mlp\" is listed twice");
   c.recompute = "selective:core_attn,layernorm,mlp";

@@ -90,7 +90,8 @@ TEST(MoELayer, OutputEqualsAPerTokenComputation) {
 
 TEST(MoELayer, GradientsMatchFiniteDifferences) {
   auto backend = make_backend("reference");
-  for (RouterScore score : {RouterScore::softmax, RouterScore::sigmoid, RouterScore::sqrt_softplus}) {
+  for (RouterScore score :
+       {RouterScore::softmax, RouterScore::sigmoid, RouterScore::sqrt_softplus}) {
     ModelConfig c = moe_config();
     c.seq = 4;
     c.moe.score = score;
@@ -164,7 +165,8 @@ TEST(TopKRouter, ObservesTheRawLogitsWhenRoutingIsForced) {
 // padding mask compacts both sites to the valid tokens, populations on dim 0.
 TEST(TopKRouter, SitesAreNormalizedAndCompactedToValidTokens) {
   auto backend = make_backend("reference");
-  for (RouterScore score : {RouterScore::softmax, RouterScore::sigmoid, RouterScore::sqrt_softplus}) {
+  for (RouterScore score :
+       {RouterScore::softmax, RouterScore::sigmoid, RouterScore::sqrt_softplus}) {
     ModelConfig c = moe_config();
     c.moe.score = score;
     c.moe.padding_fraction = 0.25;  // 2 of 8 positions
@@ -250,7 +252,8 @@ TEST(TopKRouter, ExpertBiasMovesTowardBalanceAfterAStep) {
 TEST(MoeConfig, RulesNameTheFieldTheValueAndTheRule) {
   auto first = [](const ModelConfig& c, int tp = 1, int ep = 1) {
     const auto v = c.violations(tp, 1, 2, ep);
-    return v.empty() ? std::string() : v.front().field + " = " + v.front().value + ": " + v.front().rule;
+    return v.empty() ? std::string()
+                     : v.front().field + " = " + v.front().value + ": " + v.front().rule;
   };
   ModelConfig c = moe_config();
   c.dtype = ModelDType::fp32;

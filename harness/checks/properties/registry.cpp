@@ -10,7 +10,7 @@ const std::vector<const Property*>& registered_properties() {
       &exactly_once_property(),        &recompute_invariance_property(),
       &sharded_reduction_property(),   &graph_replay_property(),
       &backend_parity_property(),      &determinism_property(),
-      &collective_symmetry_property(),  &router_invariance_property(),
+      &collective_symmetry_property(), &router_invariance_property(),
   };
   return properties;
 }

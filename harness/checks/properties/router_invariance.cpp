@@ -31,11 +31,9 @@ bool router_site(const std::string& site) {
 PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h) {
   PropertyResult p = make("router_invariance", "(" + a.name + ") vs (h)");
   const RunConfig& c = a.config;
-  if (c.moe_experts < 2)
-    return skip(p, "the model has no MoE layer", "add --moe-experts 4");
+  if (c.moe_experts < 2) return skip(p, "the model has no MoE layer", "add --moe-experts 4");
   if (!h)
-    return skip(p,
-                "no forced routing and no padding: nothing may change what the router observes",
+    return skip(p, "no forced routing and no padding: nothing may change what the router observes",
                 "add --moe-force-routing random or --padding-fraction 0.25");
   p.compared = "(" + a.name + ") vs (" + h->name + ")";
   std::string first;  // the first MoE layer's label
@@ -49,11 +47,10 @@ PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h) {
     const std::string& site = std::get<3>(k);
     return std::get<1>(k) == 0 && router_site(site) && layer_label(site) == first;
   });
-  if (compared == 0)
-    return skip(p, "no router observation in step 0", "");
+  if (compared == 0) return skip(p, "no router observation in step 0", "");
   if (p.status == Status::pass)
-    p.reason = std::to_string(compared) + " router observations of step 0 bitwise equal (" +
-               first + ", the first MoE layer)";
+    p.reason = std::to_string(compared) + " router observations of step 0 bitwise equal (" + first +
+               ", the first MoE layer)";
   return p;
 }
 
