@@ -201,14 +201,18 @@ TEST(GlooRuntime, AMissingRankFailsTheOthersWithinTheTimeout) {
   GroupOptions options;
   options.timeout = std::chrono::milliseconds(1000);
   constexpr int kMissing = 3;
-  // The missing rank never calls and stays alive until every other rank's
-  // call has ended (however long a loaded machine takes), so their error is
-  // the timeout, never a closed connection.
+  // No rank leaves (closing its connections) until every other rank's call
+  // has ended, however long a loaded machine takes: the missing rank never
+  // calls, and a rank whose timeout fired first keeps its groups open, so
+  // every error is the timeout, never a closed connection.
   std::atomic<int> ended{0};
+  auto wait_for_every_call = [&] {
+    while (ended.load() < 7) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
   auto run = run_thread_ranks(
       topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect&, RankOutcome& out) {
         if (rank == kMissing) {
-          while (ended.load() < 7) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          wait_for_every_call();
           return;
         }
         const auto t0 = std::chrono::steady_clock::now();
@@ -218,9 +222,11 @@ TEST(GlooRuntime, AMissingRankFailsTheOthersWithinTheTimeout) {
           out.call_seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           ++ended;
+          wait_for_every_call();
           throw;
         }
         ++ended;
+        wait_for_every_call();
       });
   for (int r = 0; r < 8; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
