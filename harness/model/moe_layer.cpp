@@ -9,6 +9,7 @@
 #include "harness/backend/tp_mappings.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/router_diagnostics.h"
+#include "harness/observation/execution_point.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -123,8 +124,12 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
     observe_diagnostics(rt, routed, map, valid, s, b);
   if (m.aux_loss_coef > 0 && rt.training) r.aux_loss = aux_loss(rt, routed, weight);
   // Expert-bias token counts: under grad only (Megatron's gate: a checkpointed
-  // layer's no-grad forward is not counted, its recomputation is), valid tokens.
-  if (m.expert_bias_rate > 0 && rt.training && at::GradMode::is_enabled()) {
+  // layer's no-grad forward is not counted, its recomputation is), valid
+  // tokens, training steps only (a graph's warmup runs and its capture are no
+  // step's tokens; a replay's are).
+  const GraphPhase phase = current_execution_point().phase;
+  if (m.expert_bias_rate > 0 && rt.training && at::GradMode::is_enabled() &&
+      phase != GraphPhase::warmup && phase != GraphPhase::capture) {
     at::NoGradGuard no_grad;
     tokens_per_expert_ += (map.to(at::kDouble) * weight.to(at::kDouble).unsqueeze(1)).sum(0);
   }

@@ -45,6 +45,8 @@ class TopKRouter : public Module {
   // --moe-expert-bias.
   void update_expert_bias(const ModelRuntime& rt);
   const at::Tensor& expert_bias() const { return expert_bias_; }
+  // The valid dispatched tokens per expert counted since the last update.
+  const at::Tensor& step_tokens_per_expert() const { return tokens_per_expert_; }
 
  private:
   void observe_sites(const ModelRuntime& rt, const at::Tensor& logits,

@@ -12,6 +12,7 @@
 #include "harness/backend/registry.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/moe_layer.h"
+#include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
 #include "tests/backend/gradcheck.h"
 #include "tests/support/model_configs.h"
@@ -243,7 +244,17 @@ TEST(TopKRouter, ExpertBiasMovesTowardBalanceAfterAStep) {
     at::NoGradGuard no_grad;
     router.forward(rt, x, all_positions(c.seq));
   }
+  for (GraphPhase phase : {GraphPhase::warmup, GraphPhase::capture}) {
+    // Nor are a graph's warmup runs and its capture (no step's tokens).
+    ExecutionPointScope point(ExecutionPoint{-1, -1, phase});
+    router.forward(rt, x, all_positions(c.seq));
+  }
+  EXPECT_EQ(router.step_tokens_per_expert().sum().item<double>(), 0.0);
   router.forward(rt, x, all_positions(c.seq));
+  // 16 tokens, each on experts 0 and 1.
+  EXPECT_TRUE(
+      at::equal(router.step_tokens_per_expert(), at::tensor({16.0, 16.0, 0.0, 0.0}, at::kDouble)))
+      << router.step_tokens_per_expert();
   router.update_expert_bias(rt);
   const at::Tensor want = at::tensor({-0.5, -0.5, 0.5, 0.5}, at::kFloat);
   EXPECT_TRUE(at::equal(router.expert_bias(), want)) << router.expert_bias();
