@@ -337,7 +337,6 @@ at::Tensor MoELayer::dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& 
                                       const at::Tensor& probs, const at::Tensor& map) const {
   Communicator* ep = rt.parallel.ep;
   const std::int64_t E = config_->moe.experts, P = ep->size(), local = E / P;
-  const std::int64_t h = tokens.size(1);
   std::vector<at::Tensor> rows_of(static_cast<std::size_t>(E)), expert_of;
   std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E)),
       send(static_cast<std::size_t>(P));
@@ -355,19 +354,21 @@ at::Tensor MoELayer::dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& 
   const std::int64_t* all = counts.data_ptr<std::int64_t>();  // [P * E], source-major
   const AllToAllResult arrived =
       all_to_all_expert_parallel(tokens.index_select(0, order), send, ep);
+  // Every segment runs its expert, also an empty one: the results must stay
+  // derived from what arrived, or a rank that received no token would have no
+  // autograd path to either all-to-all's backward, skip them, and leave its EP
+  // peers waiting (the mechanism of Megatron-LM PR 4851's hang).
   std::vector<at::Tensor> results;
   std::int64_t offset = 0;
   for (std::int64_t src = 0; src < P; ++src) {
     for (std::int64_t l = 0; l < local; ++l) {
       const std::int64_t n = all[src * E + first_expert_ + l];
-      if (n == 0) continue;
       results.push_back(run_expert(rt, experts_[static_cast<std::size_t>(l)],
                                    arrived.output.narrow(0, offset, n)));
       offset += n;
     }
   }
-  const at::Tensor computed =
-      results.empty() ? at::zeros({0, h}, tokens.options()) : at::cat(results);
+  const at::Tensor computed = at::cat(results);
   const at::Tensor back = all_to_all_expert_parallel(computed, arrived.recv_counts, ep).output;
   const at::Tensor w =
       probs.reshape({-1}).index_select(0, order * E + experts).unsqueeze(1).to(back.scalar_type());

@@ -230,5 +230,62 @@ std::vector<Case> full_matrix() {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ShardedModel, ::testing::ValuesIn(full_matrix()), case_name);
 
+// MoE layers (docs/model.md "MoE layer"): the loss and every gradient of a
+// sharded run with expert parallelism equal the single rank's, the aux loss
+// and capacity included. Each EP rank holds only its experts (under their
+// global names), whose gradients are summed over the ranks holding them.
+struct MoeCase {
+  int tp, cp, dp, ep;
+  // Forced routing toward experts 0 and 1: EP rank 1 receives no token at all
+  // and must still take part in every all-to-all, backward included.
+  bool starve_ep_rank_1 = false;
+};
+class ShardedMoeModel : public ::testing::TestWithParam<MoeCase> {};
+
+TEST_P(ShardedMoeModel, LossAndGradientsEqualTheSingleRankRunInFp64) {
+  const MoeCase k = GetParam();
+  at::set_num_threads(1);
+  constexpr std::int64_t kMicrobatches = 2;
+  ModelConfig c = parallel_config(k.tp > 1, ActivationKind::swiglu, NormKind::rms_norm);
+  c.moe.experts = 4;
+  c.moe.topk = 2;
+  c.moe.ffn_hidden = 8 * k.tp;
+  c.moe.aux_loss_coef = 0.1;
+  c.moe.capacity_factor = 1.0;
+  c.moe.shared_expert_ffn = 8 * k.tp;
+  if (k.starve_ep_rank_1) c.moe.force_routing = ForcedRouting::biased;
+  ModelConfig single_cfg = c;
+  single_cfg.sequence_parallel = false;
+  const RankResult single = run_model(single_cfg, ParallelContext::single(), k.dp * kMicrobatches);
+  const auto sharded = testing::run_model_ranks(
+      ParallelTopology(k.tp, k.cp, k.dp, k.ep),
+      [&](ParallelContext par) { return run_model(c, par, kMicrobatches); });
+  ASSERT_EQ(sharded.report(), "");
+  for (std::size_t rank = 0; rank < sharded.results.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankResult& r = sharded.results[rank];
+    EXPECT_NEAR(r.loss, single.loss, 1e-10 * std::abs(single.loss));
+    std::size_t experts = 0;
+    for (const auto& [name, g] : r.grads) {
+      ASSERT_TRUE(single.grads.count(name)) << name << " is not a single-rank parameter";
+      EXPECT_LT(rel_err(g, single.grads.at(name)), 1e-10) << name;
+      experts += name.find(".experts.local_experts.") != std::string::npos ? 1 : 0;
+    }
+    // 2 layers x (4 / ep) local experts x (fc1, fc2).
+    EXPECT_EQ(experts, static_cast<std::size_t>(2 * (4 / k.ep) * 2));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ShardedMoeModel,
+                         ::testing::Values(MoeCase{1, 1, 2, 2}, MoeCase{2, 1, 2, 2},
+                                           MoeCase{1, 2, 2, 4}, MoeCase{2, 2, 1, 2},
+                                           MoeCase{1, 1, 2, 2, true}),
+                         [](const ::testing::TestParamInfo<MoeCase>& info) {
+                           const MoeCase& m = info.param;
+                           return "tp" + std::to_string(m.tp) + "_cp" + std::to_string(m.cp) +
+                                  "_dp" + std::to_string(m.dp) + "_ep" + std::to_string(m.ep) +
+                                  (m.starve_ep_rank_1 ? "_starved" : "");
+                         });
+
 }  // namespace
 }  // namespace parity
