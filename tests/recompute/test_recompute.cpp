@@ -485,13 +485,14 @@ TEST(RecomputeConfig, ValidationRules) {
   EXPECT_EQ(field_of(c), "");
   EXPECT_EQ(to_string(c.recompute_modules), "layernorm,mlp");
   try {
-    parse_recompute_modules("core_attn,moe");
+    parse_recompute_modules("core_attn,router");
     FAIL();
   } catch (const ModelConfigError& e) {
     EXPECT_STREQ(e.what(),
-                 "model config: recompute_modules = moe: unknown module (known: core_attn, "
-                 "layernorm, mlp)");
+                 "model config: recompute_modules = router: unknown module (known: core_attn, "
+                 "layernorm, mlp, moe)");
   }
+  EXPECT_TRUE(parse_recompute_modules("core_attn,moe").moe);
 }
 
 }  // namespace
