@@ -1,23 +1,20 @@
 #include "harness/backend/ep_mappings.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 
-#include "harness/parallel/communicator.h"
+#include "harness/backend/communicator_handle.h"
 
 namespace parity {
 namespace {
 
+using detail::comm_of;
+using detail::saved_communicator;
+using detail::to_handle;
+using detail::trivial_group;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-bool trivial(const Communicator* c) { return c == nullptr || c->size() == 1; }
-
-std::int64_t to_handle(Communicator* c) { return reinterpret_cast<std::int64_t>(c); }
-Communicator& comm_of(std::int64_t handle) { return *reinterpret_cast<Communicator*>(handle); }
-Communicator& from_ctx(AutogradContext* ctx) { return comm_of(ctx->saved_data["comm"].toInt()); }
 
 std::vector<std::int64_t> to_vector(const at::Tensor& t) {
   const at::Tensor c = t.to(at::kLong).contiguous();
@@ -88,8 +85,8 @@ struct AllToAllEp : torch::autograd::Function<AllToAllEp> {
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const std::vector<std::int64_t> back = ctx->saved_data["recv"].toIntVector();
-    return {from_ctx(ctx).all_to_all(g[0].contiguous(), back).output, at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    return {saved_communicator(ctx).all_to_all(g[0].contiguous(), back).output, at::Tensor(),
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -106,8 +103,9 @@ struct GatherRows : torch::autograd::Function<GatherRows> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
-    return {reduce_scatter_rows(g[0], ctx->saved_data["counts"].toIntVector(), from_ctx(ctx)),
-            at::Tensor(), at::Tensor()};
+    return {
+        reduce_scatter_rows(g[0], ctx->saved_data["counts"].toIntVector(), saved_communicator(ctx)),
+        at::Tensor(), at::Tensor()};
   }
 };
 
@@ -121,7 +119,8 @@ struct ReduceScatterRows : torch::autograd::Function<ReduceScatterRows> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
-    return {gather_rows(g[0].contiguous(), ctx->saved_data["counts"].toIntVector(), from_ctx(ctx)),
+    return {gather_rows(g[0].contiguous(), ctx->saved_data["counts"].toIntVector(),
+                        saved_communicator(ctx)),
             at::Tensor(), at::Tensor()};
   }
 };
@@ -131,7 +130,7 @@ struct ReduceScatterRows : torch::autograd::Function<ReduceScatterRows> {
 AllToAllResult all_to_all_expert_parallel(const at::Tensor& x,
                                           const std::vector<std::int64_t>& send_counts,
                                           Communicator* ep) {
-  if (trivial(ep)) {
+  if (trivial_group(ep)) {
     TORCH_CHECK(send_counts.size() == 1 && send_counts[0] == x.size(0),
                 "expert-parallel all-to-all on a group of one: send counts must be [", x.size(0),
                 "] (every row stays here)");
@@ -143,7 +142,7 @@ AllToAllResult all_to_all_expert_parallel(const at::Tensor& x,
 }
 
 AllToAllResult gather_rows_from_tensor_parallel_region(const at::Tensor& x, Communicator* tp) {
-  if (trivial(tp)) return {x, {x.size(0)}};
+  if (trivial_group(tp)) return {x, {x.size(0)}};
   AllToAllResult r;
   r.output = GatherRows::apply(x, to_handle(tp), &r.recv_counts);
   return r;
@@ -151,7 +150,7 @@ AllToAllResult gather_rows_from_tensor_parallel_region(const at::Tensor& x, Comm
 
 at::Tensor reduce_scatter_rows_to_tensor_parallel_region(
     const at::Tensor& x, const std::vector<std::int64_t>& rows_per_rank, Communicator* tp) {
-  return trivial(tp) ? x : ReduceScatterRows::apply(x, to_handle(tp), rows_per_rank);
+  return trivial_group(tp) ? x : ReduceScatterRows::apply(x, to_handle(tp), rows_per_rank);
 }
 
 }  // namespace parity

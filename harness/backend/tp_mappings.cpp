@@ -1,22 +1,18 @@
 #include "harness/backend/tp_mappings.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/custom_function.h>
 
-#include "harness/parallel/communicator.h"
+#include "harness/backend/communicator_handle.h"
 
 namespace parity {
 namespace {
 
+using detail::saved_communicator;
+using detail::to_handle;
+using detail::trivial_group;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool trivial(const Communicator* c) { return c == nullptr || c->size() == 1; }
-
-std::int64_t to_handle(Communicator* c) { return reinterpret_cast<std::int64_t>(c); }
-Communicator& from_ctx(AutogradContext* ctx) {
-  return *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt());
-}
 std::int64_t last_dim(const at::Tensor& t) { return t.dim() - 1; }
 
 at::Tensor keep_chunk(const at::Tensor& x, Communicator& c, std::int64_t dim) {
@@ -43,7 +39,7 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor()};
-    return {all_reduce(g[0], from_ctx(ctx)), at::Tensor()};
+    return {all_reduce(g[0], saved_communicator(ctx)), at::Tensor()};
   }
 };
 
@@ -65,7 +61,7 @@ struct ScatterDim : torch::autograd::Function<ScatterDim> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
-    return {gather(g[0], from_ctx(ctx), ctx->saved_data["dim"].toInt()), at::Tensor(),
+    return {gather(g[0], saved_communicator(ctx), ctx->saved_data["dim"].toInt()), at::Tensor(),
             at::Tensor()};
   }
 };
@@ -80,7 +76,7 @@ struct GatherDim : torch::autograd::Function<GatherDim> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
-    return {keep_chunk(g[0], from_ctx(ctx), ctx->saved_data["dim"].toInt()), at::Tensor(),
+    return {keep_chunk(g[0], saved_communicator(ctx), ctx->saved_data["dim"].toInt()), at::Tensor(),
             at::Tensor()};
   }
 };
@@ -93,7 +89,7 @@ struct GatherFromSp : torch::autograd::Function<GatherFromSp> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor()};
-    return {reduce_scatter(g[0], from_ctx(ctx), 0), at::Tensor()};
+    return {reduce_scatter(g[0], saved_communicator(ctx), 0), at::Tensor()};
   }
 };
 
@@ -105,32 +101,32 @@ struct ReduceScatterToSp : torch::autograd::Function<ReduceScatterToSp> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor()};
-    return {gather(g[0], from_ctx(ctx), 0), at::Tensor()};
+    return {gather(g[0], saved_communicator(ctx), 0), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor copy_to_tensor_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial(tp) ? x : CopyToTp::apply(x, to_handle(tp));
+  return trivial_group(tp) ? x : CopyToTp::apply(x, to_handle(tp));
 }
 at::Tensor reduce_from_tensor_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial(tp) ? x : ReduceFromTp::apply(x, to_handle(tp));
+  return trivial_group(tp) ? x : ReduceFromTp::apply(x, to_handle(tp));
 }
 at::Tensor scatter_to_tensor_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial(tp) ? x : ScatterDim::apply(x, to_handle(tp), last_dim(x));
+  return trivial_group(tp) ? x : ScatterDim::apply(x, to_handle(tp), last_dim(x));
 }
 at::Tensor gather_from_tensor_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial(tp) ? x : GatherDim::apply(x, to_handle(tp), last_dim(x));
+  return trivial_group(tp) ? x : GatherDim::apply(x, to_handle(tp), last_dim(x));
 }
 at::Tensor scatter_to_sequence_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial(tp) ? x : ScatterDim::apply(x, to_handle(tp), std::int64_t{0});
+  return trivial_group(tp) ? x : ScatterDim::apply(x, to_handle(tp), std::int64_t{0});
 }
 at::Tensor gather_from_sequence_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial(tp) ? x : GatherFromSp::apply(x, to_handle(tp));
+  return trivial_group(tp) ? x : GatherFromSp::apply(x, to_handle(tp));
 }
 at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial(tp) ? x : ReduceScatterToSp::apply(x, to_handle(tp));
+  return trivial_group(tp) ? x : ReduceScatterToSp::apply(x, to_handle(tp));
 }
 
 }  // namespace parity

@@ -95,8 +95,7 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
     bias.narrow(0, 0, k).fill_(100.0);
     routed = routed + bias;
   }
-  observe_sites(rt,
-                fault_active(CodePathFault::observe_forced_logits)
+  observe_sites(fault_active(CodePathFault::observe_forced_logits)
                     ? routed.reshape({s, b, E}).to(logits.scalar_type())
                     : logits,
                 valid);
@@ -139,9 +138,7 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
 // Router observations: the raw logits (never the forced ones) and the
 // normalized decision distribution, both without grad; under a padding mask
 // compacted to the valid tokens [valid, E] (both populations on dim 0).
-void TopKRouter::observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
-                               const at::Tensor& valid) const {
-  (void)rt;
+void TopKRouter::observe_sites(const at::Tensor& logits, const at::Tensor& valid) const {
   const bool want_logits = is_observing_tensor(SourceKind::router_logits);
   const bool want_scores = is_observing_tensor(SourceKind::router_scores);
   if (!want_logits && !want_scores) return;
@@ -252,7 +249,6 @@ at::Tensor TopKRouter::capacity_keep(const ModelRuntime& rt, const at::Tensor& p
       (ParallelContext::rank_of(rt.parallel.cp) * ParallelContext::size_of(tp) +
        ParallelContext::rank_of(tp)) *
       T;
-  (void)E;
   return keep_all.narrow(0, offset, T).logical_and(map);
 }
 

@@ -49,8 +49,7 @@ class TopKRouter : public Module {
   const at::Tensor& step_tokens_per_expert() const { return tokens_per_expert_; }
 
  private:
-  void observe_sites(const ModelRuntime& rt, const at::Tensor& logits,
-                     const at::Tensor& valid) const;
+  void observe_sites(const at::Tensor& logits, const at::Tensor& valid) const;
   void observe_diagnostics(const ModelRuntime& rt, const at::Tensor& routed, const at::Tensor& map,
                            const at::Tensor& valid, std::int64_t s, std::int64_t b) const;
   at::Tensor aux_loss(const ModelRuntime& rt, const at::Tensor& routed,

@@ -9,8 +9,8 @@
 // dropless an expert's GEMM over a different number of rows rounds its rows
 // differently.
 #include "harness/checks/properties/common.h"
+#include "harness/config/model_mapping.h"
 #include "harness/metrics/collector.h"
-#include "harness/model/model_config.h"
 
 namespace parity::checks {
 
@@ -37,12 +37,9 @@ PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h) {
                 "add --moe-force-routing random or --padding-fraction 0.25");
   p.compared = "(" + a.name + ") vs (" + h->name + ")";
   std::string first;  // the first MoE layer's label
-  for (std::int64_t i = 0; i < c.layers && first.empty(); ++i) {
-    MoeConfig m;
-    m.experts = c.moe_experts;
-    m.layers = c.moe_layers;
-    if (m.is_moe_layer(i, c.layers)) first = "decoder.layers." + std::to_string(i);
-  }
+  const ModelConfig model = model_config_from(c);
+  for (std::int64_t i = 0; i < model.layers && first.empty(); ++i)
+    if (model.moe.is_moe_layer(i, model.layers)) first = "decoder.layers." + std::to_string(i);
   const std::int64_t compared = compare_observations(a, *h, p, [&](const ObsKey& k) {
     const std::string& site = std::get<3>(k);
     return std::get<1>(k) == 0 && router_site(site) && layer_label(site) == first;
