@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "harness/checks/scenario.h"
+#include "harness/graphs/graph_scope.h"
 
 namespace parity {
 
@@ -130,9 +131,19 @@ void pick_graphs(RunConfig& c) {
       c.graph_warmup = 1;  // unused: the default, so it shrinks away
       c.steps = weighted<int>({{2, 1}, {3, 2}, {1, 3}});
       break;
-    case GraphOption::per_layer:  // step 0 records, later steps replay
+    case GraphOption::per_layer: {  // step 0 records, later steps replay
       c.steps = one_of<int>({2, 3});
+      // Partial graphs (Megatron's cuda_graph_scope) half the time; "moe"
+      // only with drop-and-pad (its rule, graph_scope_violations).
+      std::vector<std::string> scopes = {"attn", "mlp", "attn,mlp"};
+      if (c.moe_experts >= 2) {
+        for (const char* s : {"moe_router", "attn,moe_router", "moe_router,moe_preprocess"})
+          scopes.push_back(s);
+        if (c.moe_capacity_factor > 0) scopes.push_back("attn,moe");
+      }
+      c.graph_scope = sometimes(2) ? one_of(scopes) : "";
       break;
+    }
     case GraphOption::full_iteration:  // warmup steps, the capture step, a replay
       c.steps = c.graph_warmup + 2;
       break;
@@ -166,6 +177,12 @@ void pick_recompute(RunConfig& c) {
       c.recompute_layers = 1 + static_cast<int>(index_below(c.layers));
       break;
     case RecomputeOption::selective:
+      // Under graph scope moe_router a layernorm or moe checkpoint would span
+      // the router graph and the eager experts (rejected).
+      if (c.graph_scope.find("moe_router") != std::string::npos) {
+        c.recompute = "selective:" + one_of<std::string>({"core_attn", "mlp", "core_attn,mlp"});
+        break;
+      }
       c.recompute = "selective:" + one_of<std::string>({"core_attn", "layernorm", "mlp",
                                                         "core_attn,layernorm", "core_attn,mlp",
                                                         "layernorm,mlp", "core_attn,layernorm,mlp"});
@@ -215,9 +232,13 @@ void pick_metrics(RunConfig& c) {
   for (const std::string& source : chosen_sources)
     for (const std::string& stat : chosen_stats) c.metrics.push_back(source + "-" + stat);
   // Router metrics: MoE layers outside a captured graph (per-layer graphs
-  // capture the router: rejected, megatron-reference 7.11); the diagnostics
-  // metrics only where whole sequences are local (no SP x TP, no CP: 7.10).
-  if (c.moe_experts >= 2 && c.graphs != GraphOption::per_layer) {
+  // whose scope captures the router: rejected, megatron-reference 7.11); the
+  // diagnostics metrics only where whole sequences are local (no SP x TP, no
+  // CP: 7.10).
+  const bool router_captured =
+      c.graphs == GraphOption::per_layer &&
+      parse_graph_scope(c.graph_scope, nullptr).value_or(GraphScope{}).captures_router();
+  if (c.moe_experts >= 2 && !router_captured) {
     for (const std::string& m : router_metric_names())
       if (sometimes(2)) c.metrics.push_back(m);
     if (!(c.sp && c.tp > 1) && c.cp == 1)

@@ -37,7 +37,9 @@ std::string describe(const RunConfig& c) {
   if (c.recompute == "full-uniform" || c.recompute == "full-block")
     s += " (" + std::to_string(c.recompute_layers) + ")";
   s += ", graphs " + std::string(to_string(c.graphs));
-  if (c.graphs != GraphOption::none) s += " (warmup " + std::to_string(c.graph_warmup) + ")";
+  if (c.graphs != GraphOption::none)
+    s += " (warmup " + std::to_string(c.graph_warmup) +
+         (c.graph_scope.empty() ? "" : ", scope " + c.graph_scope) + ")";
   s += ", " + std::to_string(c.metrics.size()) + " metric(s), " + std::to_string(c.steps) +
        " step(s), " + std::to_string(c.microbatches) + " microbatch(es) per DP rank, launch " +
        std::string(to_string(c.launch));
@@ -59,6 +61,7 @@ std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario) 
   if (validated.metrics.empty() && !scenario.metrics.empty()) {
     RunConfig names_only = scenario;
     names_only.graphs = GraphOption::none;
+    names_only.graph_scope.clear();
     for (ConfigViolation& v : validate_run_config(names_only))
       if (v.field == "metrics") out.push_back(std::move(v));
   }
@@ -86,6 +89,7 @@ CheckPlan plan_check(const RunConfig& scenario) {
   p.c = p.a;
   p.c.recompute = "none";
   p.c.graphs = GraphOption::none;
+  p.c.graph_scope.clear();  // a scope needs per-layer graphs
   p.c.metrics = metrics;
   p.c.inject = code_faults;
   if (scenario.graphs != GraphOption::none && scenario.recompute != "none") {

@@ -21,9 +21,14 @@ bool within(double x, double y, double tol, double* abs_err = nullptr, double* r
 // (or every step when lr = 0). Bitwise comparisons of observed values apply there.
 std::int64_t steps_with_identical_weights(const CheckRun& a, const CheckRun& c);
 
-// Sites inside a per-layer graphed region (absent on replay steps): the probes
-// and the router's sites.
-bool inside_graphed_layer(const std::string& kind);
+// Per-layer graphs of a run of `c`: whether `site` lies in a captured stage of
+// its layer (graph_scope.h decides: the whole layer, or the stages
+// --graph-scope names), so it is absent on replay steps. False for the sites
+// outside the layers' stages (residuals, logits) and without per-layer graphs.
+bool captured_by_layer_graphs(const RunConfig& c, const std::string& site);
+// Whether some site of source kind `kind` is captured (a metric over that kind
+// then misses those observations on replay steps).
+bool kind_captured_by_layer_graphs(const RunConfig& c, const std::string& kind);
 
 // The distinct sites one rank observes in a run of `c`: per dense layer two
 // norm probes, the attention and MLP probes and two residuals (6); per MoE

@@ -51,6 +51,8 @@ ModelConfig model_config_from(const RunConfig& c) {
     case GraphOption::full_iteration: m.graphs = GraphMode::full_iteration; break;
   }
   m.graph_warmup = c.graph_warmup;
+  // A scope that does not parse maps to the whole layer (validate_run_config says why).
+  m.graph_scope = parse_graph_scope(c.graph_scope, nullptr).value_or(GraphScope{});
   m.moe.experts = c.moe_experts;
   m.moe.topk = c.moe_topk;
   switch (c.moe_score) {

@@ -109,6 +109,8 @@ struct RunConfig {
   int recompute_layers = 1;                // full-uniform: layers per chunk; full-block: first N
   GraphOption graphs = GraphOption::none;
   int graph_warmup = 1;
+  std::string
+      graph_scope;  // per-layer graphs: captured modules (parse_graph_scope; "" = whole layer)
   std::string trace;                       // JSONL trace path; "" = none
   bool gather_output = false;              // output layer gathers logits over TP
   RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output

@@ -196,7 +196,7 @@ std::vector<RunConfigField> make_fields() {
                    "add_bias_linear)"));
   f.push_back(text("recompute", &RunConfig::recompute, kModel,
                    "none, full-uniform, full-block or selective:<modules> (core_attn, layernorm, "
-                   "mlp; comma-separated)"));
+                   "mlp, moe; comma-separated)"));
   f.push_back(integer("recompute-layers", &RunConfig::recompute_layers, kModel,
                       "full-uniform: layers per checkpointed chunk; full-block: the first N layers",
                       positive));
@@ -205,6 +205,10 @@ std::vector<RunConfigField> make_fields() {
                      parse_graph_mode));
   f.push_back(integer("graph-warmup", &RunConfig::graph_warmup, kModel,
                       "eager warmup runs before graph capture", at_least(0, "must be >= 0")));
+  f.push_back(text("graph-scope", &RunConfig::graph_scope, kModel,
+                   "per-layer graphs: the captured modules, comma-separated (attn, mlp, moe, "
+                   "moe_router, moe_preprocess; empty = the whole layer; Megatron's "
+                   "cuda_graph_scope)"));
   f.push_back(text("trace", &RunConfig::trace, kModel,
                    "write the observation trace as JSONL to FILE (its folder must exist)"));
   f.push_back(

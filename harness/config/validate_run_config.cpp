@@ -46,6 +46,7 @@ std::string run_key(const std::string& model_field) {
       {"recompute_layers", "recompute-layers"},
       {"recompute_modules", "recompute"},
       {"graph_warmup", "graph-warmup"},
+      {"graph_scope", "graph-scope"},
       {"position_embedding", "position-embedding"},
       {"moe_experts", "moe-experts"},
       {"moe_topk", "moe-topk"},
@@ -130,6 +131,10 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     add("recompute", why);
     mappable.recompute = "none";
   }
+  if (!parse_graph_scope(c.graph_scope, &why)) {
+    add("graph-scope", why);
+    mappable.graph_scope.clear();
+  }
   for (const ModelConfigViolation& m : model_config_from(mappable).violations(
            std::max(c.tp, 0), std::max(c.cp, 0), std::max(c.dp, 0))) {
     const std::string key = run_key(m.field);
@@ -165,13 +170,17 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
                             spec.kind == SourceKind::router_diagnostics;
         // megatron-reference 7.11: a router inside a captured graph is silent on
         // replay, so its metrics would miss every replayed step. Per-layer graphs
-        // capture the whole layer, router included.
-        if (router && sites.contains(spec.kind) && c.graphs == GraphOption::per_layer) {
+        // capture it with the whole layer or the moe / moe_router scopes.
+        const GraphScope scope = model_config_from(mappable).graph_scope;
+        if (router && sites.contains(spec.kind) && c.graphs == GraphOption::per_layer &&
+            scope.captures_router()) {
           add("metrics",
-              "metric " + spec.name +
-                  " reads a router site, which per-layer graphs capture (the whole layer): "
-                  "replays would not observe it (megatron-reference 7.11)",
-              {"graphs"});
+              "metric " + spec.name + " reads a router site, which per-layer graphs capture (" +
+                  (scope.whole_layer() ? std::string("the whole layer")
+                                       : "graph-scope " + to_string(scope)) +
+                  "): replays would not observe it; use --graph-scope attn or mlp "
+                  "(megatron-reference 7.11)",
+              {"graphs", "graph-scope"});
           continue;
         }
         if (sites.contains(spec.kind)) continue;

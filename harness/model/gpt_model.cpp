@@ -234,40 +234,111 @@ TransformerLayer::TransformerLayer(std::string name, const ModelConfig* config,
 TransformerLayer::TransformerLayer(TransformerLayer&&) noexcept = default;
 TransformerLayer::~TransformerLayer() = default;
 
-at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x,
-                                     const at::Tensor& positions) const {
-  at::Generator gen = rt.rng->generator(hidden_dropout_stream(*config_));
-  const double p = config_->dropout;
+at::Tensor TransformerLayer::norm_output(const ModelRuntime& rt, const Norm& norm,
+                                         const at::Tensor& x) const {
+  at::Tensor out = norm.forward(rt, x);
+  // Parity probe: the norm's output, inside the "layernorm" recompute region
+  // (so a recomputation that is not suspended shows as a second observation).
+  observe_tensor(norm, "layernorm_output", SourceKind::layernorm_output, out,
+                 norm.config_sequence_parallel().value_or(false) ? OptionalDim(0) : std::nullopt, 0,
+                 1);
+  return out;
+}
 
-  // Selective "layernorm": both norms through CheckpointWithoutOutput, their
-  // outputs freed once the consumer ran and recomputed when its gradient arrives.
+at::Tensor TransformerLayer::attention_half(const ModelRuntime& rt, const at::Tensor& x,
+                                            const at::Tensor& positions) const {
+  at::Generator gen = rt.rng->generator(hidden_dropout_stream(*config_));
+  // Selective "layernorm": the norm through CheckpointWithoutOutput, its output
+  // freed once the consumer ran and recomputed when its gradient arrives.
   const bool ckpt_norms = recompute_layernorm(*config_, rt);
-  auto norm_fn = [rt](const Norm* norm) {
-    return [rt, norm](const at::Tensor& t) {
-      at::Tensor out = norm->forward(rt, t);
-      // Parity probe: the norm's output, inside the "layernorm" recompute region
-      // (so a recomputation that is not suspended shows as a second observation).
-      observe_tensor(
-          *norm, "layernorm_output", SourceKind::layernorm_output, out,
-          norm->config_sequence_parallel().value_or(false) ? OptionalDim(0) : std::nullopt, 0, 1);
-      return out;
-    };
-  };
+  auto norm = [this, &rt](const at::Tensor& t) { return norm_output(rt, input_layernorm_, t); };
   CheckpointWithoutOutput ln_ckpt(rt.rng, input_layernorm_.canonical_name());
-  at::Tensor ln = ckpt_norms ? ln_ckpt.checkpoint(norm_fn(&input_layernorm_), x)
-                             : norm_fn(&input_layernorm_)(x);
+  at::Tensor ln = ckpt_norms ? ln_ckpt.checkpoint(norm, x) : norm(x);
   at::Tensor residual = config_->fp32_residual ? x.to(at::kFloat) : x;
   auto [attn_out, attn_bias] = self_attention_.forward(rt, ln, positions);
   if (ckpt_norms) ln_ckpt.discard_output_and_register_recompute(attn_out);
-  at::Tensor h = rt.backend->bias_dropout_add(attn_out, attn_bias, residual, p, rt.training, gen);
+  return rt.backend->bias_dropout_add(attn_out, attn_bias, residual, config_->dropout, rt.training,
+                                      gen);
+}
 
+at::Tensor TransformerLayer::mlp_half(const ModelRuntime& rt, const at::Tensor& h,
+                                      const at::Tensor& positions) const {
+  at::Generator gen = rt.rng->generator(hidden_dropout_stream(*config_));
+  const bool ckpt_norms = recompute_layernorm(*config_, rt);
+  auto norm = [this, &rt](const at::Tensor& t) { return norm_output(rt, pre_mlp_layernorm_, t); };
   CheckpointWithoutOutput ln2_ckpt(rt.rng, pre_mlp_layernorm_.canonical_name());
-  at::Tensor ln2 = ckpt_norms ? ln2_ckpt.checkpoint(norm_fn(&pre_mlp_layernorm_), h)
-                              : norm_fn(&pre_mlp_layernorm_)(h);
-  residual = config_->fp32_residual ? h.to(at::kFloat) : h;
+  at::Tensor ln2 = ckpt_norms ? ln2_ckpt.checkpoint(norm, h) : norm(h);
+  at::Tensor residual = config_->fp32_residual ? h.to(at::kFloat) : h;
   auto [mlp_out, mlp_bias] = moe_ ? moe_->forward(rt, ln2, positions) : mlp_->forward(rt, ln2);
   if (ckpt_norms) ln2_ckpt.discard_output_and_register_recompute(mlp_out);
-  return rt.backend->bias_dropout_add(mlp_out, mlp_bias, residual, p, rt.training, gen);
+  return rt.backend->bias_dropout_add(mlp_out, mlp_bias, residual, config_->dropout, rt.training,
+                                      gen);
+}
+
+at::Tensor TransformerLayer::moe_half_split(const ModelRuntime& rt, const at::Tensor& h,
+                                            const at::Tensor& positions,
+                                            const LayerRegionRunner& graphs) const {
+  const TransformerLayer* self = this;
+  const ModelRuntime* run = &rt;
+  const bool preprocess = config_->graph_scope.moe_preprocess;
+  // Router graph: pre-MLP norm, routing (and the dispatcher's preprocess).
+  RegionFn router = [self, run, positions, preprocess](const std::vector<at::Tensor>& in) {
+    const at::Tensor ln2 = self->norm_output(*run, self->pre_mlp_layernorm_, in[0]);
+    RoutedTokens r = self->moe_->route(*run, ln2, positions);
+    if (preprocess) self->moe_->preprocess(*run, r);
+    std::vector<at::Tensor> out = {ln2, r.tokens, r.probs, r.map};
+    if (r.aux_loss.defined()) out.push_back(r.aux_loss);
+    return out;
+  };
+  const std::vector<at::Tensor> routed = graphs(canonical_name() + ".moe_router", router, {h});
+  RoutedTokens r;
+  r.tokens = routed[1];
+  r.probs = routed[2];
+  r.map = routed[3];
+  r.gathered = preprocess;
+  // Eager between the graphs: dispatch, experts, combine.
+  const at::Tensor experts_out = moe_->experts(rt, r);
+  // Post-process graph: shared expert, aux loss, bias-dropout-add.
+  RegionFn post = [self, run](const std::vector<at::Tensor>& in) {
+    const ModelConfig& c = *self->config_;
+    at::Generator gen = run->rng->generator(hidden_dropout_stream(c));
+    const at::Tensor aux = in.size() > 3 ? in[3] : at::Tensor();
+    const at::Tensor out = self->moe_->postprocess(*run, in[0], in[1], aux);
+    const at::Tensor residual = c.fp32_residual ? in[2].to(at::kFloat) : in[2];
+    return std::vector<at::Tensor>{
+        run->backend->bias_dropout_add(out, at::Tensor(), residual, c.dropout, run->training, gen)};
+  };
+  std::vector<at::Tensor> post_in = {experts_out, routed[0], h};
+  if (routed.size() > 4) post_in.push_back(routed[4]);
+  return graphs(canonical_name() + ".moe_post", post, post_in)[0];
+}
+
+at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x,
+                                     const at::Tensor& positions,
+                                     const LayerRegionRunner* graphs) const {
+  if (graphs == nullptr) return mlp_half(rt, attention_half(rt, x, positions), positions);
+  const GraphScope& scope = config_->graph_scope;
+  const bool moe_layer = moe_ != nullptr;
+  const TransformerLayer* self = this;
+  const ModelRuntime* run = &rt;
+  // A stage group runs as a region when the scope captures its first stage.
+  auto group = [&](LayerStage stage, const char* suffix, RegionFn fn, const at::Tensor& in) {
+    return scope.captures(stage, moe_layer) ? (*graphs)(canonical_name() + suffix, fn, {in})[0]
+                                            : fn({in})[0];
+  };
+  const at::Tensor h = group(
+      LayerStage::attention, ".attn",
+      [self, run, positions](const std::vector<at::Tensor>& in) {
+        return std::vector<at::Tensor>{self->attention_half(*run, in[0], positions)};
+      },
+      x);
+  if (moe_layer && scope.moe_router && !scope.moe) return moe_half_split(rt, h, positions, *graphs);
+  return group(
+      LayerStage::mlp_input, moe_layer ? ".moe" : ".mlp",
+      [self, run, positions](const std::vector<at::Tensor>& in) {
+        return std::vector<at::Tensor>{self->mlp_half(*run, in[0], positions)};
+      },
+      h);
 }
 
 // ---------------------------------------------------------------- embedding
@@ -407,6 +478,17 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
   // evaluation forwards run the layer eagerly.
   if (config_.graphs != GraphMode::per_layer || !runtime_.training) {
     return layer->forward(runtime_, h, positions);
+  }
+  if (!config_.graph_scope.whole_layer()) {
+    // Partial graphs: the captured stage groups are regions; their outputs
+    // feed eager code that keeps them for its backward, so they are clones (a
+    // later microbatch's replay rewrites the static buffers).
+    GraphRunner* runner = graph_runner_.get();
+    const LayerRegionRunner regions = [runner](const std::string& name, const RegionFn& fn,
+                                               const std::vector<at::Tensor>& inputs) {
+      return runner->run_region(name, fn, inputs, /*clone_outputs=*/true);
+    };
+    return layer->forward(runtime_, h, positions, &regions);
   }
   const ModelRuntime* rt = &runtime_;
   RegionFn fn = [layer, rt, positions](const std::vector<at::Tensor>& in) {

@@ -157,6 +157,11 @@ class Mlp : public Module {
 
 class MoELayer;  // moe_layer.h
 
+// Runs one captured stage group of a layer as the per-layer graph region
+// `region` (GraphRunner::run_region) under partial graphs (graph_scope.h).
+using LayerRegionRunner = std::function<std::vector<at::Tensor>(
+    const std::string& region, const RegionFn& fn, const std::vector<at::Tensor>& inputs)>;
+
 // input norm -> attention -> bias-dropout-add -> pre-MLP norm -> MLP (or the
 // MoE block on the layers MoeConfig::layers selects) -> bias-dropout-add.
 // Under selective recompute "layernorm" both norms run through
@@ -170,13 +175,31 @@ class TransformerLayer : public Module {
                    std::int64_t index = 0, const ParallelContext& parallel = {});
   TransformerLayer(TransformerLayer&&) noexcept;
   ~TransformerLayer() override;
-  at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x, const at::Tensor& positions) const;
+  // Without `graphs`: every stage eagerly. With it (partial per-layer graphs):
+  // the stage groups config->graph_scope captures run through it as regions
+  // "<layer>.attn", ".mlp", ".moe", ".moe_router" and ".moe_post"; the rest
+  // eagerly. The recorded region functions keep `rt` and `positions`: both
+  // must outlive the graphs (the model's runtime and its rank's positions).
+  at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x, const at::Tensor& positions,
+                     const LayerRegionRunner* graphs = nullptr) const;
   const SelfAttention& self_attention() const { return self_attention_; }
   // The dense MLP (null on an MoE layer) and the MoE block (null on a dense one).
   const Mlp* mlp() const { return mlp_.get(); }
   MoELayer* moe() const { return moe_.get(); }
 
  private:
+  // input norm -> attention -> bias-dropout-add.
+  at::Tensor attention_half(const ModelRuntime& rt, const at::Tensor& x,
+                            const at::Tensor& positions) const;
+  // pre-MLP norm -> MLP or MoE block -> bias-dropout-add.
+  at::Tensor mlp_half(const ModelRuntime& rt, const at::Tensor& h,
+                      const at::Tensor& positions) const;
+  // The MoE half in three stage groups (graph_scope moe_router): router graph,
+  // eager experts, post-process graph.
+  at::Tensor moe_half_split(const ModelRuntime& rt, const at::Tensor& h,
+                            const at::Tensor& positions, const LayerRegionRunner& graphs) const;
+  at::Tensor norm_output(const ModelRuntime& rt, const Norm& norm, const at::Tensor& x) const;
+
   Norm input_layernorm_;
   SelfAttention self_attention_;
   Norm pre_mlp_layernorm_;

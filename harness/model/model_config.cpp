@@ -231,6 +231,46 @@ bool MoeConfig::is_moe_layer(std::int64_t index, std::int64_t layers_total) cons
   return found;
 }
 
+namespace {
+// The partial-graph rules (docs/graph-phases.md "Partial graphs").
+template <typename Add>
+void graph_scope_violations(const ModelConfig& c, Add&& add) {
+  const GraphScope& g = c.graph_scope;
+  if (g.whole_layer()) return;
+  const std::string value = to_string(g);
+  if (c.graphs != GraphMode::per_layer) {
+    add("graph_scope", value, "needs per-layer graphs (it chooses what a per-layer graph captures)",
+        {"graphs"});
+    return;
+  }
+  if (g.moe_preprocess && !g.moe_router)
+    add("graph_scope", value, "moe_preprocess needs moe_router (as in Megatron)");
+  if (g.moe && g.moe_router)
+    add("graph_scope", value,
+        "moe captures the whole MoE half and moe_router a part of it: name one");
+  if ((g.moe || g.moe_router || g.moe_preprocess) && !c.moe.enabled()) {
+    add("graph_scope", value, "moe, moe_router and moe_preprocess need moe_experts >= 2",
+        {"moe_experts"});
+    return;
+  }
+  if (g.moe && c.moe.capacity_factor <= 0)
+    add("graph_scope", value,
+        "moe needs moe_capacity_factor > 0 (Megatron captures the whole MoE half only with "
+        "drop-and-pad: a dropless dispatch has no static shapes)",
+        {"moe_capacity_factor"});
+  // A checkpoint may not span a graph's boundary: under moe_router the pre-MLP
+  // norm and the router are in the router graph, their consumers (the experts)
+  // eager, the combine in the post-process graph.
+  if (g.moe_router && !g.moe && c.recompute == RecomputeKind::selective &&
+      (c.recompute_modules.layernorm || c.recompute_modules.moe))
+    add("recompute_modules", to_string(c.recompute_modules),
+        std::string("the ") + (c.recompute_modules.moe ? "moe" : "layernorm") +
+            " checkpoint would span the router graph, the eager experts and the post-process "
+            "graph of graph_scope moe_router",
+        {"graph_scope"});
+}
+}  // namespace
+
 std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp, int ep) const {
   std::vector<ModelConfigViolation> out;
   auto add = [&](std::string field, std::string value, std::string rule,
@@ -317,6 +357,7 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
         "\"recompute_granularity must not be full when CUDA Graphs are enabled\"); use selective",
         {"graphs"});
   moe_violations(*this, tp, ep, add);
+  graph_scope_violations(*this, add);
   return out;
 }
 

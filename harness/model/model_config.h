@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/backend/backend.h"  // GraphMode (the graph interface's modes)
+#include "harness/graphs/graph_scope.h"
 
 namespace parity {
 
@@ -138,6 +139,7 @@ struct ModelConfig {
   // Graph phases (harness/graphs/, docs/graph-phases.md).
   GraphMode graphs = GraphMode::none;
   std::int64_t graph_warmup = 1;       // K: per-layer warmup runs / eager iterations before capture
+  GraphScope graph_scope;              // per-layer: the captured stages (empty = whole layer)
   MoeConfig moe;                       // MoE layers (off by default)
 
   std::int64_t head_dim() const { return hidden / heads; }

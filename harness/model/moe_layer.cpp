@@ -371,42 +371,65 @@ at::Tensor MoELayer::dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& 
   return at::zeros_like(tokens).index_add(0, order, back * w);
 }
 
-std::pair<at::Tensor, at::Tensor> MoELayer::forward(const ModelRuntime& rt, const at::Tensor& x,
-                                                    const at::Tensor& positions) const {
-  const ModelConfig& c = *config_;
-  Communicator* tp = c.sequence_parallel ? rt.parallel.tp : nullptr;
+RoutedTokens MoELayer::route(const ModelRuntime& rt, const at::Tensor& x,
+                             const at::Tensor& positions) const {
+  Communicator* tp = config_->sequence_parallel ? rt.parallel.tp : nullptr;
   // The router sees this rank's rows: under SP its chunk of the CP-local sequence.
   const at::Tensor router_positions =
       tp ? positions.chunk(tp->size(), 0)[tp->rank()].contiguous() : positions;
+  Routing r = router_.forward(rt, x, router_positions);
+  const std::int64_t s = x.size(0), b = x.size(1), E = config_->moe.experts;
+  RoutedTokens out;
+  out.tokens = x;
+  out.probs = r.probs.reshape({s, b, E});
+  out.map = r.routing_map.reshape({s, b, E});
+  out.aux_loss = r.aux_loss;
+  return out;
+}
+
+void MoELayer::preprocess(const ModelRuntime& rt, RoutedTokens& r) const {
+  if (r.gathered) return;
+  r.gathered = true;
+  Communicator* tp = config_->sequence_parallel ? rt.parallel.tp : nullptr;
+  if (!tp) return;
+  r.tokens = gather_from_sequence_parallel_region(r.tokens, tp);
+  r.probs = gather_from_sequence_parallel_region(r.probs, tp);
+  r.map = tp->all_gather(r.map.to(at::kInt).contiguous(), 0).to(at::kBool);
+}
+
+at::Tensor MoELayer::experts(const ModelRuntime& rt, RoutedTokens r) const {
+  preprocess(rt, r);
+  const std::int64_t E = config_->moe.experts, h = config_->hidden;
+  at::Tensor out = dispatch_and_combine(rt, r.tokens.reshape({-1, h}), r.probs.reshape({-1, E}),
+                                        r.map.reshape({-1, E}))
+                       .reshape(r.tokens.sizes());
+  // The experts' TP partial sums, back to this rank's sequence shard.
+  Communicator* tp = config_->sequence_parallel ? rt.parallel.tp : nullptr;
+  return tp ? reduce_scatter_to_sequence_parallel_region(out, tp) : out;
+}
+
+at::Tensor MoELayer::postprocess(const ModelRuntime& rt, const at::Tensor& routed_out,
+                                 const at::Tensor& x, const at::Tensor& aux_loss) const {
+  at::Tensor out = routed_out;
+  if (shared_fc1_) {
+    at::Tensor hs = shared_fc1_->forward(rt, x);
+    hs = config_->activation == ActivationKind::swiglu ? rt.backend->swiglu(hs)
+                                                       : rt.backend->gelu(hs);
+    out = out + shared_fc2_->forward(rt, hs).first;
+  }
+  return attach_aux_loss(out, aux_loss, rt.aux_loss_scale);
+}
+
+std::pair<at::Tensor, at::Tensor> MoELayer::forward(const ModelRuntime& rt, const at::Tensor& x,
+                                                    const at::Tensor& positions) const {
   const MoELayer* self = this;
-  CheckpointFn body = [self, rt, tp, router_positions](
-                          const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
-    const ModelConfig& cfg = *self->config_;
-    const std::int64_t E = cfg.moe.experts, h = cfg.hidden;
-    const at::Tensor& x = in[0];
-    Routing r = self->router_.forward(rt, x, router_positions);
-    const std::int64_t s = x.size(0), b = x.size(1);
-    // The TP group's tokens, weights and map (the SP all-gather; backward:
-    // reduce-scatter, so each TP rank's partial combine gradients are summed).
-    const at::Tensor tokens = tp ? gather_from_sequence_parallel_region(x, tp) : x;
-    const at::Tensor probs =
-        tp ? gather_from_sequence_parallel_region(r.probs.reshape({s, b, E}), tp) : r.probs;
-    const at::Tensor map =
-        tp ? tp->all_gather(r.routing_map.reshape({s, b, E}).to(at::kInt).contiguous(), 0)
-                 .to(at::kBool)
-           : r.routing_map;
-    at::Tensor out = self->dispatch_and_combine(rt, tokens.reshape({-1, h}), probs.reshape({-1, E}),
-                                                map.reshape({-1, E}))
-                         .reshape(tokens.sizes());
-    // The experts' TP partial sums, back to this rank's sequence shard.
-    if (tp) out = reduce_scatter_to_sequence_parallel_region(out, tp);
-    if (self->shared_fc1_) {
-      at::Tensor hs = self->shared_fc1_->forward(rt, x);
-      hs = cfg.activation == ActivationKind::swiglu ? rt.backend->swiglu(hs) : rt.backend->gelu(hs);
-      out = out + self->shared_fc2_->forward(rt, hs).first;
-    }
-    return {attach_aux_loss(out, r.aux_loss, rt.aux_loss_scale)};
+  CheckpointFn body = [self, rt,
+                       positions](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+    RoutedTokens r = self->route(rt, in[0], positions);
+    const at::Tensor routed_out = self->experts(rt, r);
+    return {self->postprocess(rt, routed_out, in[0], r.aux_loss)};
   };
+  const ModelConfig& c = *config_;
   const bool recompute =
       rt.training && c.recompute == RecomputeKind::selective && c.recompute_modules.moe;
   at::Tensor out = recompute ? checkpoint(body, {x}, rt.rng, name_)[0] : body({x})[0];

@@ -64,6 +64,15 @@ class TopKRouter : public Module {
   mutable at::Tensor forced_logits_;      // --moe-force-routing random: [seq, b, E], made once
 };
 
+// One microbatch's routed tokens between the MoE stages (LayerStage, graph_scope.h):
+// the tokens (the pre-MLP norm's output), their combine weights and dispatch map,
+// this rank's [s_local, b, .] or, after preprocess(), the TP group's [s, b, .].
+struct RoutedTokens {
+  at::Tensor tokens, probs, map;
+  at::Tensor aux_loss;  // undefined without --moe-aux-loss
+  bool gathered = false;
+};
+
 // The routed experts this rank holds (ep_rank * E/ep + local), each a dense
 // MLP split over TP, without biases (Megatron's grouped experts).
 class MoELayer : public Module {
@@ -72,8 +81,28 @@ class MoELayer : public Module {
            std::int64_t layer_index, int ep_rank, int ep_size);
   // x [s_local, b, h] -> (output [s_local, b, h], undefined bias). The aux
   // loss rides on the output (attach_aux_loss).
+  // route -> preprocess -> experts -> postprocess, checkpointed as one under the
+  // selective recompute module moe.
   std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x,
                                             const at::Tensor& positions) const;
+
+  // The stages, for partial graphs (graph_scope moe_router: route and preprocess
+  // in the router graph, experts eager, postprocess in the post-process graph).
+  // Router: x [s_local, b, h], positions the GLOBAL positions of the CP rank's rows.
+  RoutedTokens route(const ModelRuntime& rt, const at::Tensor& x,
+                     const at::Tensor& positions) const;
+  // The dispatcher's preprocess: the TP group's tokens, weights and map (the SP
+  // all-gather; its backward reduce-scatters, summing each TP rank's partial
+  // combine gradients). Without SP x TP > 1 only marks them gathered.
+  void preprocess(const ModelRuntime& rt, RoutedTokens& r) const;
+  // Dispatch (over EP), the experts, the weighted combine and the reduce-scatter
+  // of the experts' TP partial sums back to the sequence shard: [s_local, b, h].
+  // Preprocesses first when `r` is not gathered yet.
+  at::Tensor experts(const ModelRuntime& rt, RoutedTokens r) const;
+  // The shared expert on x (the pre-MLP norm's output) added to the experts'
+  // output, the aux loss attached (attach_aux_loss).
+  at::Tensor postprocess(const ModelRuntime& rt, const at::Tensor& routed_out, const at::Tensor& x,
+                         const at::Tensor& aux_loss) const;
   TopKRouter& router() { return router_; }
   const TopKRouter& router() const { return router_; }
 

@@ -41,8 +41,12 @@ std::vector<Step> steps() {
       [](RunConfig& c) { return c.sp ? (c.sp = false, true) : false; },
       [](RunConfig& c) { return c.recompute != "none" ? (c.recompute = "none", true) : false; },
       [](RunConfig& c) {
-        return c.graphs != GraphOption::none ? (c.graphs = GraphOption::none, true) : false;
+        if (c.graphs == GraphOption::none) return false;
+        c.graphs = GraphOption::none;
+        c.graph_scope.clear();  // it needs per-layer graphs
+        return true;
       },
+      [](RunConfig& c) { return !c.graph_scope.empty() ? (c.graph_scope.clear(), true) : false; },
       toward(&RunConfig::graph_warmup, 0),
       toward(&RunConfig::layers, 1),
       toward(&RunConfig::steps, 1),

@@ -84,7 +84,7 @@ void push_inside_sites(std::vector<Observation>& trace, const char* phase) {
 std::vector<Observation> record_step_trace(const CheckRun& a) {
   std::vector<Observation> trace;
   for (Observation o : a.ranks[0].trace) {
-    const bool inside = inside_graphed_layer(o.kind);
+    const bool inside = captured_by_layer_graphs(a.config, o.site);
     if (inside && o.step >= 1) continue;
     if (inside) o.phase = "record";
     trace.push_back(o);
@@ -261,7 +261,7 @@ TEST(Properties, GraphReplayFailsOnAWarmupObservationWithAStep) {
   a.config.graphs = GraphOption::per_layer;
   std::vector<Observation> trace;
   for (Observation o : a.ranks[0].trace)
-    if (!(inside_graphed_layer(o.kind) && o.step >= 1)) trace.push_back(o);
+    if (!(captured_by_layer_graphs(a.config, o.site) && o.step >= 1)) trace.push_back(o);
   trace.push_back({0, -1, -1, "warmup", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
   a.ranks[0].trace = trace;
   EXPECT_EQ(check_graph_replay(a, c).status, Status::pass) << check_graph_replay(a, c).reason;

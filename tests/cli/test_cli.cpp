@@ -94,6 +94,8 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "per-layer",
                                  "--graph-warmup",
                                  "0",
+                                 "--graph-scope",
+                                 "attn,mlp",
                                  "--trace",
                                  "t.jsonl",
                                  "--gather-output",
@@ -166,6 +168,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.recompute_layers, 2);
   EXPECT_EQ(c.graphs, GraphOption::per_layer);
   EXPECT_EQ(c.graph_warmup, 0);
+  EXPECT_EQ(c.graph_scope, "attn,mlp");
   EXPECT_EQ(c.trace, "t.jsonl");
   EXPECT_TRUE(c.gather_output);
   EXPECT_EQ(c.runtime_gather_output, RuntimeGatherOption::off);
@@ -418,6 +421,7 @@ std::vector<BadValue> bad_values() {
       one("recompute-layers", "0"),
       one("graphs", "cuda"),
       one("graph-warmup", "-1"),
+      {"--graph-scope", {"--graphs", "per-layer", "--graph-scope", "attn,ffn"}},
       one("trace", "/nonexistent-parity-dir/t.jsonl"),
       {"--gather-output", {"--gather-output=maybe"}},
       one("runtime-gather-output", "sometimes"),

@@ -407,8 +407,15 @@ TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
   c.graphs = GraphOption::per_layer;
   EXPECT_EQ(cli_lines(c).front(),
             "--metrics layer-router-health: metric layer-router-health reads a router site, which "
-            "per-layer graphs capture (the whole layer): replays would not observe it "
-            "(megatron-reference 7.11)");
+            "per-layer graphs capture (the whole layer): replays would not observe it; use "
+            "--graph-scope attn or mlp (megatron-reference 7.11)");
+  // Partial graphs that leave the router eager allow its metrics.
+  c.graph_scope = "attn,mlp";
+  EXPECT_TRUE(cli_lines(c).empty()) << cli_lines(c).front();
+  c.graph_scope = "moe_router";
+  EXPECT_NE(cli_lines(c).front().find("per-layer graphs capture (graph-scope moe_router)"),
+            std::string::npos)
+      << cli_lines(c).front();
   c = RunConfig{};
   c.metrics = {"layer-residual-contribution-l2", "layer-attention-context-l2"};
   EXPECT_TRUE(validate_run_config(c).empty()) << cli_lines(c).front();

@@ -18,6 +18,7 @@
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
+#include "harness/graphs/graph_scope.h"
 #include "scenarios/generators.h"
 #include "scenarios/quiet_listener.h"
 
@@ -141,9 +142,10 @@ RC_GTEST_PROP(ScenarioGenerators, EveryScenarioIsValid, ()) {
 // Issue 10: the generators cover every dtype with and without an fp32
 // residual stream against every recompute kind (and every selective module),
 // so the suite meets combinations such as fp64 + fp32 residual + selective
-// layernorm (judged with fp32 tolerances: harness/checks/tolerance.h).
+// layernorm (judged with fp32 tolerances: harness/checks/tolerance.h). They
+// also reach every --graph-scope module and the whole-layer scope.
 TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
-  std::set<std::string> seen;
+  std::set<std::string> seen, scopes;
   rc::detail::TestParams params;
   params.seed = 20261204;
   params.maxSuccess = 4000;
@@ -151,20 +153,29 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   rc::detail::TestMetadata metadata;
   metadata.id = "ScenarioGenerators/coverage";
   scenarios::QuietListener quiet;
-  rc::detail::checkProperty(rc::detail::toProperty([&] {
-                              const RunConfig c = *scenarios::gen_scenario();
-                              const std::string prefix =
-                                  std::string(to_string(c.dtype)) +
-                                  (c.fp32_residual ? "+fp32-residual " : " ");
-                              if (c.recompute.rfind("selective:", 0) == 0) {
-                                for (const char* module : {"core_attn", "layernorm", "mlp"})
-                                  if (c.recompute.find(module) != std::string::npos)
-                                    seen.insert(prefix + "selective:" + module);
-                              } else {
-                                seen.insert(prefix + c.recompute);
-                              }
-                            }),
-                            metadata, params, quiet);
+  rc::detail::checkProperty(
+      rc::detail::toProperty([&] {
+        const RunConfig c = *scenarios::gen_scenario();
+        if (c.graphs == GraphOption::per_layer) {
+          const GraphScope g = parse_graph_scope(c.graph_scope, nullptr).value();
+          if (g.whole_layer()) scopes.insert("whole layer");
+          if (g.attn) scopes.insert("attn");
+          if (g.mlp) scopes.insert("mlp");
+          if (g.moe) scopes.insert("moe");
+          if (g.moe_router) scopes.insert("moe_router");
+          if (g.moe_preprocess) scopes.insert("moe_preprocess");
+        }
+        const std::string prefix =
+            std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
+        if (c.recompute.rfind("selective:", 0) == 0) {
+          for (const char* module : {"core_attn", "layernorm", "mlp"})
+            if (c.recompute.find(module) != std::string::npos)
+              seen.insert(prefix + "selective:" + module);
+        } else {
+          seen.insert(prefix + c.recompute);
+        }
+      }),
+      metadata, params, quiet);
   std::vector<std::string> missing;
   for (const char* dtype : {"fp32", "fp64", "bf16"})
     for (const char* residual : {" ", "+fp32-residual "})
@@ -173,6 +184,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
         if (!seen.count(std::string(dtype) + residual + kind))
           missing.push_back(std::string(dtype) + residual + kind);
   EXPECT_TRUE(missing.empty()) << "never generated: " << ::testing::PrintToString(missing);
+  EXPECT_EQ(scopes.size(), 6u) << "graph scopes generated: " << ::testing::PrintToString(scopes);
 }
 
 TEST(ScenarioProperties, ExactlyOnce) { check_scenario_property("exactly_once", kCases); }

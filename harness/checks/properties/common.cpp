@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "harness/config/model_mapping.h"
+#include "harness/graphs/graph_scope.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/metric_names.h"
 
@@ -64,9 +65,40 @@ std::string site_count_rule(const RunConfig& c) {
          std::to_string(moe) + ") + the logits";
 }
 
-bool inside_graphed_layer(const std::string& kind) {
-  return kind == "attention_context" || kind == "mlp_output" || kind == "layernorm_output" ||
-         kind == "router_logits" || kind == "router_scores" || kind == "router_diagnostics";
+bool captured_by_layer_graphs(const RunConfig& c, const std::string& site) {
+  if (c.graphs != GraphOption::per_layer) return false;
+  const std::optional<LayerStage> stage = layer_stage_of_site(site);
+  if (!stage) return false;  // the residual stream and the logits: eager
+  const ModelConfig m = model_config_from(c);
+  bool moe_layer = false;
+  try {
+    moe_layer = m.moe.enabled() && m.moe.is_moe_layer(*layer_index_of_site(site), m.layers);
+  } catch (const ModelConfigError&) {  // a run of a config that does not validate
+  }
+  return m.graph_scope.captures(*stage, moe_layer);
+}
+
+bool kind_captured_by_layer_graphs(const RunConfig& c, const std::string& kind) {
+  if (c.graphs != GraphOption::per_layer) return false;
+  const ModelConfig m = model_config_from(c);
+  for (std::int64_t i = 0; i < m.layers; ++i) {
+    bool moe_layer = false;
+    try {
+      moe_layer = m.moe.enabled() && m.moe.is_moe_layer(i, m.layers);
+    } catch (const ModelConfigError&) {
+    }
+    const GraphScope& g = m.graph_scope;
+    const bool captured =
+        kind == "attention_context"  ? g.captures(LayerStage::attention, moe_layer)
+        : kind == "layernorm_output" ? g.captures(LayerStage::attention, moe_layer) ||
+                                           g.captures(LayerStage::mlp_input, moe_layer)
+        : kind == "mlp_output" ? !moe_layer && g.captures(LayerStage::mlp, false)
+        : kind == "router_logits" || kind == "router_scores" || kind == "router_diagnostics"
+            ? moe_layer && g.captures(LayerStage::router, true)
+            : false;
+    if (captured) return true;
+  }
+  return false;
 }
 
 std::int64_t steps_with_identical_weights(const CheckRun& a, const CheckRun& c) {

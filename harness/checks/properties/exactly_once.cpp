@@ -13,15 +13,15 @@ using namespace detail;
 
 namespace {
 
-// Whether `kind` is observed in an eager/record phase at `step` of a run with
-// config `c` (per-layer graphs silence the layer's inside on replay steps;
+// Whether `site` is observed in an eager/record phase at `step` of a run with
+// config `c` (per-layer graphs silence their captured stages on replay steps;
 // full-iteration graphs observe eagerly only before the capture).
-bool observed_in_counting_phase(const RunConfig& c, const std::string& kind, std::int64_t step) {
+bool observed_in_counting_phase(const RunConfig& c, const std::string& site, std::int64_t step) {
   switch (c.graphs) {
     case GraphOption::none:
       return true;
     case GraphOption::per_layer:
-      return step == 0 || !inside_graphed_layer(kind);
+      return step == 0 || !captured_by_layer_graphs(c, site);
     case GraphOption::full_iteration:
       return step < c.graph_warmup;
   }
@@ -60,7 +60,7 @@ std::int64_t compare_observation_order(const CheckRun& run, const CheckRun& ref,
   for (const RankRun& r : ref.ranks)
     for (const Observation& o : r.trace)
       if (counting_phase(o.phase) && o.step >= 0 &&
-          observed_in_counting_phase(run.config, o.kind, o.step))
+          observed_in_counting_phase(run.config, o.site, o.step))
         want[{o.rank, o.step, o.microbatch}].push_back(&o);
   auto text = [](const Observation* o) {
     return o == nullptr
@@ -140,7 +140,7 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
       }
       const std::int64_t K = c.graph_warmup;
       for (const auto& [site, kind] : sites) {
-        const bool inside = inside_graphed_layer(kind);
+        const bool inside = captured_by_layer_graphs(c, site);
         if (c.graphs == GraphOption::per_layer && inside) {
           if (K > 0) want[{-1, -1, site, "warmup"}] = static_cast<int>(K);
           want[{-1, -1, site, "capture"}] = 1;

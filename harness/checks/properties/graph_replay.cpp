@@ -43,21 +43,19 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
                  " (graph warmup and capture are not training steps)",
              o.site);
   if (config.graphs == GraphOption::per_layer) {
-    std::map<std::string, std::string> kinds;
     for (const RankRun& r : a.ranks)
       for (const Observation& o : r.trace) {
-        kinds[o.site] = o.kind;
-        if (o.step >= 1 && inside_graphed_layer(o.kind))
+        if (o.step >= 1 && captured_by_layer_graphs(config, o.site))
           fail(p,
                "(" + a.name + ") rank " + std::to_string(r.rank) + " step " +
                    std::to_string(o.step) + " " + o.site + ": observed in phase " + o.phase +
-                   " inside a graphed layer on a replay step",
+                   " inside a captured graph region on a replay step",
                o.site);
       }
     const std::int64_t identical = steps_with_identical_weights(a, c);
     compared = compare_observations(a, c, p, [&](const ObsKey& k) {
       return std::get<1>(k) >= 1 && std::get<1>(k) < identical &&
-             !inside_graphed_layer(kinds[std::get<3>(k)]);
+             !captured_by_layer_graphs(config, std::get<3>(k));
     });
     if (compared == 0)
       fail(p, "no replay step could be compared bitwise (the gradients of step 0 differ)");
@@ -70,9 +68,9 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
                "replays bypass the scenario's checkpoints); ";
     for (const RankRun& r : c.ranks)
       for (const Observation& o : r.trace)
-        if (o.step >= 1 && inside_graphed_layer(o.kind)) ++silent;
-    compare_metrics_exact(a, c, p, [](std::int64_t s, const std::string& kind) {
-      return s >= 1 && !inside_graphed_layer(kind);
+        if (o.step >= 1 && captured_by_layer_graphs(config, o.site)) ++silent;
+    compare_metrics_exact(a, c, p, [&](std::int64_t s, const std::string& kind) {
+      return s >= 1 && !kind_captured_by_layer_graphs(config, kind);
     });
     p.note += std::to_string(compared) +
               " replay-step observations outside the layers bitwise "

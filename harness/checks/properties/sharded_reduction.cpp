@@ -45,9 +45,8 @@ PropertyResult check_sharded_reduction(const CheckRun& single,
       for (const auto& [key, want] : ref[s].metrics) {
         auto it = steps[s].metrics.find(key);
         if (it == steps[s].metrics.end()) {
-          // Per-layer graphs: sites inside the layer are silent on replay steps.
-          if (run->config.graphs == GraphOption::per_layer && s >= 1 &&
-              inside_graphed_layer(metric_kind(key.first)))
+          // Per-layer graphs: captured sites are silent on replay steps.
+          if (s >= 1 && kind_captured_by_layer_graphs(run->config, metric_kind(key.first)))
             continue;
           fail(p, "(" + run->name + ") step " + std::to_string(s) + ": " + key.first + " [" +
                       key.second + "] missing (the single-rank run has it)");
