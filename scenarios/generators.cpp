@@ -110,6 +110,7 @@ void pick_moe(RunConfig& c, bool always) {
   c.moe_ffn_hidden = sometimes(3) ? c.hidden : 0;  // multiples of tp either way
   c.moe_layers = c.layers > 1 && sometimes(3) ? "every:2" : "all";
   c.moe_aux_loss = sometimes(3) ? 0.01 : 0.0;
+  c.moe_seq_aux_loss = c.moe_aux_loss > 0 && sometimes(2);
   c.moe_expert_bias = sometimes(4) ? 0.01 : 0.0;
   c.moe_capacity_factor = weighted<double>({{3, 0.0}, {1, 1.0}, {1, 1.5}});
   c.moe_shared_expert_ffn = sometimes(4) ? c.hidden : 0;

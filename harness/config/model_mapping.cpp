@@ -69,6 +69,7 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.moe.ffn_hidden = c.moe_ffn_hidden;
   m.moe.layers = c.moe_layers;
   m.moe.aux_loss_coef = c.moe_aux_loss;
+  m.moe.seq_aux_loss = c.moe_seq_aux_loss;
   m.moe.expert_bias_rate = c.moe_expert_bias;
   m.moe.capacity_factor = c.moe_capacity_factor;
   m.moe.shared_expert_ffn = c.moe_shared_expert_ffn;

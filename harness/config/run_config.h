@@ -122,6 +122,7 @@ struct RunConfig {
   int moe_ffn_hidden = 0;            // 0 = ffn_hidden
   std::string moe_layers = "all";    // all | every:N | comma list of layer indices
   double moe_aux_loss = 0.0;         // switch load-balancing loss coefficient
+  bool moe_seq_aux_loss = false;     // per sequence (Megatron's seq_aux_loss), not per microbatch
   double moe_expert_bias = 0.0;      // aux-loss-free bias update rate
   double moe_capacity_factor = 0.0;  // 0 = dropless
   int moe_shared_expert_ffn = 0;     // 0 = no shared expert

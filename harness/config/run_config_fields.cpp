@@ -236,6 +236,9 @@ std::vector<RunConfigField> make_fields() {
                    "which layers are MoE: all, every:N (i % N == 0) or a comma list of indices"));
   f.push_back(real("moe-aux-loss", &RunConfig::moe_aux_loss, kModel,
                    "switch load-balancing loss coefficient (0 = none)", non_negative));
+  f.push_back(flag("moe-seq-aux-loss", &RunConfig::moe_seq_aux_loss, kModel,
+                   "the load-balancing loss per sequence, averaged over the microbatch's "
+                   "sequences (Megatron's seq_aux_loss); needs --moe-aux-loss > 0"));
   f.push_back(real("moe-expert-bias", &RunConfig::moe_expert_bias, kModel,
                    "aux-loss-free expert bias update rate per step (0 = no bias)", non_negative));
   f.push_back(real("moe-capacity-factor", &RunConfig::moe_capacity_factor, kModel,

@@ -54,6 +54,7 @@ std::string run_key(const std::string& model_field) {
       {"moe_ffn_hidden", "moe-ffn-hidden"},
       {"moe_layers", "moe-layers"},
       {"moe_aux_loss", "moe-aux-loss"},
+      {"moe_seq_aux_loss", "moe-seq-aux-loss"},
       {"moe_expert_bias", "moe-expert-bias"},
       {"moe_capacity_factor", "moe-capacity-factor"},
       {"moe_shared_expert_ffn", "moe-shared-expert-ffn"},

@@ -111,6 +111,7 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
     needs_experts("moe_ffn_hidden", m.ffn_hidden != dense.ffn_hidden, str(m.ffn_hidden));
     needs_experts("moe_layers", m.layers != dense.layers, m.layers);
     needs_experts("moe_aux_loss", m.aux_loss_coef != dense.aux_loss_coef, str(m.aux_loss_coef));
+    needs_experts("moe_seq_aux_loss", m.seq_aux_loss, "true");
     needs_experts("moe_expert_bias", m.expert_bias_rate != dense.expert_bias_rate,
                   str(m.expert_bias_rate));
     needs_experts("moe_capacity_factor", m.capacity_factor != dense.capacity_factor,
@@ -155,6 +156,9 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
     if (!(v >= 0.0) || !std::isfinite(v)) add(field, str(v), "must be a finite number >= 0");
   };
   finite_at_least_zero("moe_aux_loss", m.aux_loss_coef);
+  if (m.seq_aux_loss && !(m.aux_loss_coef > 0))
+    add("moe_seq_aux_loss", "true", "needs moe_aux_loss > 0 (it chooses how that loss is taken)",
+        {"moe_aux_loss"});
   finite_at_least_zero("moe_expert_bias", m.expert_bias_rate);
   finite_at_least_zero("moe_capacity_factor", m.capacity_factor);
   if (!(m.padding_fraction >= 0.0 && m.padding_fraction < 1.0)) {

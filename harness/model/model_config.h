@@ -43,6 +43,7 @@ struct MoeConfig {
   // moe_layer_freq) or a comma list of layer indices.
   std::string layers = "all";
   double aux_loss_coef = 0.0;          // switch load-balancing loss; 0 = none
+  bool seq_aux_loss = false;           // per sequence, averaged (Megatron's seq_aux_loss)
   double expert_bias_rate = 0.0;       // aux-loss-free balancing bias update rate; 0 = no bias
   double capacity_factor = 0.0;        // 0 = dropless; else drop tokens over capacity (by prob)
   std::int64_t shared_expert_ffn = 0;  // 0 = no shared expert

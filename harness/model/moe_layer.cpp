@@ -121,7 +121,7 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
   const at::Tensor weight = valid.defined() ? valid.to(dtype) : at::ones({T}, scores.options());
   if (rt.training && is_observing_tensor(SourceKind::router_diagnostics))
     observe_diagnostics(rt, routed, map, valid, s, b);
-  if (m.aux_loss_coef > 0 && rt.training) r.aux_loss = aux_loss(rt, routed, weight);
+  if (m.aux_loss_coef > 0 && rt.training) r.aux_loss = aux_loss(rt, routed, weight, b);
   // Expert-bias token counts: under grad only (Megatron's gate: a checkpointed
   // layer's no-grad forward is not counted, its recomputation is), valid
   // tokens, training steps only (a graph's warmup runs and its capture are no
@@ -189,30 +189,37 @@ void TopKRouter::observe_diagnostics(const ModelRuntime& rt, const at::Tensor& r
 // the summed decision probabilities (this rank's tokens, differentiable) and
 // f_e the unbiased top-k counts, N the valid tokens (both summed over the
 // ranks that split the sequence: tp under SP, cp). The ranks' shares add up to
-// the whole sequence's loss.
+// the whole sequence's loss. Sequence-level (Megatron's seq_aux_loss): the
+// same per sequence (P, f and N of its own tokens), averaged over the b
+// sequences; tokens are position-major ([s, b] flattened), so a token's
+// sequence is its index mod b.
 at::Tensor TopKRouter::aux_loss(const ModelRuntime& rt, const at::Tensor& routed,
-                                const at::Tensor& weight) const {
+                                const at::Tensor& weight, std::int64_t b) const {
   const MoeConfig& m = config_->moe;
+  const std::int64_t E = m.experts;
+  const std::int64_t groups = m.seq_aux_loss ? b : 1;
   const at::Tensor distribution = decision_distribution(m.score, routed);  // [T, E]
+  const std::int64_t T = distribution.size(0);
   at::Tensor counts;
   {
     at::NoGradGuard no_grad;
     const at::Tensor chosen = std::get<1>(at::topk(distribution.detach(), m.topk, -1));
     const at::Tensor aux_map =
         at::zeros_like(distribution).scatter_(1, chosen, 1.0) * weight.unsqueeze(1);
-    counts = at::cat({aux_map.sum(0), weight.sum().reshape({1})});  // [E + 1]
+    counts = at::cat({aux_map.reshape({T / groups, groups, E}).sum(0),
+                      weight.reshape({T / groups, groups, 1}).sum(0)},
+                     1);  // [groups, E + 1]
     if (config_->sequence_parallel) counts = sum_over(rt.parallel.tp, counts);
     counts = sum_over(rt.parallel.cp, counts);
   }
-  const std::int64_t E = m.experts;
-  const at::Tensor per_expert = counts.narrow(0, 0, E);
-  const at::Tensor n = counts.narrow(0, E, 1).squeeze();
+  const at::Tensor per_expert = counts.narrow(1, 0, E);
+  const at::Tensor n = counts.narrow(1, E, 1).squeeze(1);
   // No host read (a captured graph may hold the layer): no valid token means
   // zero counts, so the clamp only avoids 0/0.
-  const at::Tensor p = (distribution * weight.unsqueeze(1)).sum(0);
-  return (p * per_expert).sum() *
+  const at::Tensor p = (distribution * weight.unsqueeze(1)).reshape({T / groups, groups, E}).sum(0);
+  return ((p * per_expert).sum(1) / (n * n).clamp_min(1.0)).sum() *
          (static_cast<double>(E) * m.aux_loss_coef / static_cast<double>(m.topk)) /
-         (n * n).clamp_min(1.0);
+         static_cast<double>(groups);
 }
 
 // Capacity (Megatron's drop policy "probs"): each expert keeps its

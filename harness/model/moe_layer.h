@@ -52,8 +52,9 @@ class TopKRouter : public Module {
   void observe_sites(const at::Tensor& logits, const at::Tensor& valid) const;
   void observe_diagnostics(const ModelRuntime& rt, const at::Tensor& routed, const at::Tensor& map,
                            const at::Tensor& valid, std::int64_t s, std::int64_t b) const;
-  at::Tensor aux_loss(const ModelRuntime& rt, const at::Tensor& routed,
-                      const at::Tensor& weight) const;
+  // b: sequences in the microbatch (the groups of the sequence-level variant).
+  at::Tensor aux_loss(const ModelRuntime& rt, const at::Tensor& routed, const at::Tensor& weight,
+                      std::int64_t b) const;
   at::Tensor capacity_keep(const ModelRuntime& rt, const at::Tensor& probs, const at::Tensor& map,
                            const at::Tensor& positions, std::int64_t b) const;
 

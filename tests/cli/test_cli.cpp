@@ -121,6 +121,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "every:2",
                                  "--moe-aux-loss",
                                  "0.01",
+                                 "--moe-seq-aux-loss",
                                  "--moe-expert-bias",
                                  "0.001",
                                  "--moe-capacity-factor",
@@ -183,6 +184,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.moe_ffn_hidden, 48);
   EXPECT_EQ(c.moe_layers, "every:2");
   EXPECT_EQ(c.moe_aux_loss, 0.01);
+  EXPECT_TRUE(c.moe_seq_aux_loss);
   EXPECT_EQ(c.moe_expert_bias, 0.001);
   EXPECT_EQ(c.moe_capacity_factor, 1.25);
   EXPECT_EQ(c.moe_shared_expert_ffn, 64);
@@ -282,6 +284,7 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     const std::string on = "--" + std::string(f.key), off = "--no-" + std::string(f.key);
     std::vector<std::string> extra;
     if (f.key == "sp") extra = {"--tp", "2"};
+    if (f.key == "moe-seq-aux-loss") extra = {"--moe-experts", "4", "--moe-aux-loss", "0.01"};
     std::vector<std::string> a = {"run", on};
     a.insert(a.end(), extra.begin(), extra.end());
     ParsedCommand p = parse(a);
@@ -292,8 +295,8 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
     EXPECT_EQ(f.get(p.config), false) << off;
   }
-  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output
-  EXPECT_EQ(booleans, 6);
+  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output, moe-seq-aux-loss
+  EXPECT_EQ(booleans, 7);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -436,6 +439,7 @@ std::vector<BadValue> bad_values() {
       {"--moe-ffn-hidden", {"--moe-experts", "4", "--moe-ffn-hidden", "-3"}},
       {"--moe-layers", {"--moe-experts", "4", "--moe-layers", "every:0"}},
       one("moe-aux-loss", "-0.1"),
+      {"--moe-seq-aux-loss", {"--moe-experts", "4", "--moe-seq-aux-loss"}},  // needs aux loss
       one("moe-expert-bias", "-1"),
       one("moe-capacity-factor", "-2"),
       one("moe-shared-expert-ffn", "-8"),

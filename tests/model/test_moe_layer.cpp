@@ -91,36 +91,85 @@ TEST(MoELayer, OutputEqualsAPerTokenComputation) {
 
 TEST(MoELayer, GradientsMatchFiniteDifferences) {
   auto backend = make_backend("reference");
-  for (RouterScore score :
-       {RouterScore::softmax, RouterScore::sigmoid, RouterScore::sqrt_softplus}) {
-    ModelConfig c = moe_config();
-    c.seq = 4;
-    c.moe.score = score;
-    c.moe.shared_expert_ffn = 8;
-    c.moe.aux_loss_coef = 0.5;
-    ParameterFactory params(c, 0, 1);
-    MoELayer layer("decoder.layers.0.mlp", &c, params, 0, 0, 1);
-    auto rng = backend->make_rng_tracker();
-    ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
-    rt.aux_loss_scale = 0.25;
-    at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 4);
-    std::vector<at::Tensor> leaves{x};
-    for (Parameter& q : params.parameters()) leaves.push_back(q.value);
-    // The aux loss enters through the output's backward (attach_aux_loss), so
-    // the objective whose finite differences autograd must match is
-    // weighted_sum(out) + scale * aux: its value adds the aux loss detached (a
-    // second router call), its gradient comes from the output alone. Selection
-    // is piecewise constant: perturbations of 1e-6 keep every routing decision
-    // for these inputs.
-    EXPECT_TRUE(check_gradients(
-        [&] {
-          const at::Tensor out = layer.forward(rt, x, all_positions(c.seq)).first;
-          const at::Tensor aux = layer.router().forward(rt, x, all_positions(c.seq)).aux_loss;
-          return weighted_sum(out) + aux.detach() * rt.aux_loss_scale;
-        },
-        leaves, 1e-6, 1e-7, 1e-5))
-        << to_string(score);
-  }
+  for (RouterScore score : {RouterScore::softmax, RouterScore::sigmoid, RouterScore::sqrt_softplus})
+    for (bool seq_aux : {false, true}) {
+      ModelConfig c = moe_config();
+      c.seq = 4;
+      c.moe.score = score;
+      c.moe.shared_expert_ffn = 8;
+      c.moe.aux_loss_coef = 0.5;
+      c.moe.seq_aux_loss = seq_aux;
+      ParameterFactory params(c, 0, 1);
+      MoELayer layer("decoder.layers.0.mlp", &c, params, 0, 0, 1);
+      auto rng = backend->make_rng_tracker();
+      ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
+      rt.aux_loss_scale = 0.25;
+      at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 4);
+      std::vector<at::Tensor> leaves{x};
+      for (Parameter& q : params.parameters()) leaves.push_back(q.value);
+      // The aux loss enters through the output's backward (attach_aux_loss), so
+      // the objective whose finite differences autograd must match is
+      // weighted_sum(out) + scale * aux: its value adds the aux loss detached (a
+      // second router call), its gradient comes from the output alone. Selection
+      // is piecewise constant: perturbations of 1e-6 keep every routing decision
+      // for these inputs.
+      EXPECT_TRUE(check_gradients(
+          [&] {
+            const at::Tensor out = layer.forward(rt, x, all_positions(c.seq)).first;
+            const at::Tensor aux = layer.router().forward(rt, x, all_positions(c.seq)).aux_loss;
+            return weighted_sum(out) + aux.detach() * rt.aux_loss_scale;
+          },
+          leaves, 1e-6, 1e-7, 1e-5))
+          << to_string(score) << (seq_aux ? " seq aux loss" : "");
+    }
+}
+
+// The load-balancing loss against Megatron's formula written out: per
+// microbatch E * coef / (k * N^2) * sum_e P_e f_e over the valid tokens, and
+// the sequence-level variant, the same per sequence averaged over the b
+// sequences (tokens [s, b]: sequence j holds tokens j, j + b, ...).
+TEST(TopKRouter, AuxLossIsMegatronsPerMicrobatchAndPerSequenceFormula) {
+  auto backend = make_backend("reference");
+  auto rng = backend->make_rng_tracker();
+  ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
+  ModelConfig c = moe_config();
+  c.micro_batch = 3;
+  c.moe.aux_loss_coef = 0.1;
+  c.moe.padding_fraction = 0.25;  // 2 of 8 positions: excluded from P, f and N
+  ParameterFactory params(c, 0, 1);
+  TopKRouter router("decoder.layers.0.mlp.router", &c, params, 0);
+  const at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 5).detach();
+  const at::Tensor scores =
+      at::softmax(at::matmul(x.reshape({-1, c.hidden}), params.parameters()[0].value.t()), -1);
+  const std::int64_t E = c.moe.experts, k = c.moe.topk, b = c.micro_batch;
+  const std::int64_t valid_positions = c.seq - c.moe.padding_tokens(c.seq);
+  auto loss_over = [&](const std::vector<std::int64_t>& tokens) {
+    at::Tensor p = at::zeros({E}, at::kDouble), f = at::zeros({E}, at::kDouble);
+    for (std::int64_t t : tokens) {
+      p += scores[t];
+      f.index_put_({std::get<1>(at::topk(scores[t], k))},
+                   f.index({std::get<1>(at::topk(scores[t], k))}) + 1);
+    }
+    const double n = static_cast<double>(tokens.size());
+    return (p * f).sum().item<double>() * E * c.moe.aux_loss_coef / (k * n * n);
+  };
+  std::vector<std::int64_t> all;
+  std::vector<std::vector<std::int64_t>> per_seq(b);
+  for (std::int64_t pos = 0; pos < valid_positions; ++pos)
+    for (std::int64_t j = 0; j < b; ++j) {
+      all.push_back(pos * b + j);
+      per_seq[j].push_back(pos * b + j);
+    }
+  const double want_micro = loss_over(all);
+  double want_seq = 0;
+  for (const auto& tokens : per_seq) want_seq += loss_over(tokens) / static_cast<double>(b);
+
+  const double micro = router.forward(rt, x, all_positions(c.seq)).aux_loss.item<double>();
+  c.moe.seq_aux_loss = true;
+  const double seq = router.forward(rt, x, all_positions(c.seq)).aux_loss.item<double>();
+  EXPECT_NEAR(micro, want_micro, 1e-12 * want_micro);
+  EXPECT_NEAR(seq, want_seq, 1e-12 * want_seq);
+  EXPECT_GT(std::abs(seq - micro), 1e-6 * micro);  // the variants differ on these tokens
 }
 
 TEST(AuxLossScaler, PassesTheOutputGradientAndGivesTheAuxLossTheScale) {
