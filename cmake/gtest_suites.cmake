@@ -8,6 +8,13 @@
 # exited 0 and none of its tests passed (every test skipped: cmake/gtest_suite_run.sh); a
 # failing suite is a failure even when it has one test; a partly skipped suite prints each
 # "[  SKIPPED ]" test in its output.
+#
+# PARITY_GTEST_SHARDS=N (N > 0; the sanitize and torch2 presets set it) makes N CTest tests
+# TARGET.shard-I-of-N instead, GoogleTest's own sharding (GTEST_TOTAL_SHARDS/GTEST_SHARD_INDEX):
+# a process start costs about 1.4 s under ASan and more with LibTorch 2.11's CUDA libraries, so
+# there 124 suite processes were about half of the label's CPU time (docs/benchmarks.md).
+set(PARITY_GTEST_SHARDS 0 CACHE STRING
+  "0: one CTest test per GoogleTest suite; N > 0: N shards of each GoogleTest executable")
 function(parity_add_gtest_suites target)
   cmake_parse_arguments(A "" "TIMEOUT" "LABELS" ${ARGN})
   if(NOT A_TIMEOUT)
@@ -19,6 +26,7 @@ function(parity_add_gtest_suites target)
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -D "EXE=$<TARGET_FILE:${target}>" -D "OUT=${list_file}"
       -D "LABELS=${labels}" -D "TIMEOUT=${A_TIMEOUT}" -D "WORKDIR=${CMAKE_CURRENT_BINARY_DIR}"
+      -D "SHARDS=${PARITY_GTEST_SHARDS}" -D "TARGET=${target}"
       -D "RUNNER=${PROJECT_SOURCE_DIR}/cmake/gtest_suite_run.sh"
       -P "${PROJECT_SOURCE_DIR}/cmake/gtest_suites_list.cmake"
     BYPRODUCTS "${list_file}"

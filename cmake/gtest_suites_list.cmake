@@ -1,7 +1,8 @@
 # Script mode (cmake -P), run after each build of a GoogleTest executable by
 # parity_add_gtest_suites (cmake/gtest_suites.cmake): writes OUT, one add_test per suite.
 # Inputs: EXE, OUT, LABELS (comma-separated), TIMEOUT, WORKDIR, RUNNER (gtest_suite_run.sh: a
-# suite is skipped only when it exited 0 with every test skipped, never when one failed).
+# suite is skipped only when it exited 0 with every test skipped, never when one failed),
+# SHARDS and TARGET (SHARDS > 0: SHARDS tests TARGET.shard-I-of-SHARDS instead of one per suite).
 execute_process(COMMAND "${EXE}" --gtest_list_tests
   WORKING_DIRECTORY "${WORKDIR}"
   OUTPUT_VARIABLE listing ERROR_VARIABLE errors RESULT_VARIABLE rc TIMEOUT 120)
@@ -27,6 +28,18 @@ foreach(line IN LISTS lines)
 endforeach()
 if(count EQUAL 0)
   message(FATAL_ERROR "${EXE} lists no test suites")
+endif()
+if(SHARDS GREATER 0)
+  set(content "")
+  math(EXPR last "${SHARDS} - 1")
+  foreach(i RANGE ${last})
+    set(name "${TARGET}.shard-${i}-of-${SHARDS}")
+    string(APPEND content
+      "add_test([=[${name}]=] bash [=[${RUNNER}]=] [=[${EXE}]=])\n"
+      "set_tests_properties([=[${name}]=] PROPERTIES LABELS [=[${labels}]=] TIMEOUT ${TIMEOUT}"
+      " WORKING_DIRECTORY [=[${WORKDIR}]=] SKIP_RETURN_CODE 77"
+      " ENVIRONMENT [=[GTEST_TOTAL_SHARDS=${SHARDS};GTEST_SHARD_INDEX=${i}]=])\n")
+  endforeach()
 endif()
 file(WRITE "${OUT}.partial" "${content}")
 file(RENAME "${OUT}.partial" "${OUT}")

@@ -108,6 +108,18 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "collective_symmetry",
      "a sampled-median metric over uneven non-empty shards (in the model: router logits "
      "compacted by a padding mask under cp > 1; else sharded metric cases)"},
+    {F::recompute_rng_not_restored, "recompute-rng-not-restored",
+     "a checkpoint's recomputation draws from the RNG state of backward time instead of the "
+     "forward's saved state, so its dropout masks differ from the forward's (field bug: "
+     "allenai/OLMo-core PR 828)",
+     "recompute_invariance", "recompute over a region with dropout > 0 (full recompute)"},
+    {F::expert_skip_empty_rank, "expert-skip-empty-rank",
+     "an EP rank that received no routed token skips its experts and returns a tensor cut off "
+     "from the dispatch, so its backward issues neither all-to-all and its EP peers wait (field "
+     "bug: NVIDIA/Megatron-LM PR 4851)",
+     "collective_symmetry",
+     "an MoE layer with ep > 1 and an EP rank without routed tokens (--moe-force-routing "
+     "biased with moe_topk <= moe_experts / ep)"},
 }};
 
 }  // namespace
@@ -130,7 +142,7 @@ CodePathFaultScope::CodePathFaultScope(Exactly set)
 
 CodePathFaultScope::CodePathFaultScope(const std::vector<std::string>& injected)
     : CodePathFaultScope(Exactly{[&] {
-        std::uint32_t m = 0;
+        std::uint64_t m = 0;
         for (const std::string& name : injected)
           if (auto f = parse_code_path_fault(name)) m |= code_path_fault_bit(*f);
         return m;

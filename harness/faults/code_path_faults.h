@@ -44,8 +44,12 @@ enum class CodePathFault : std::uint8_t {
   expert_index_local,
   router_silent_missing,
   median_unpadded_gather,
+  // Field bugs (docs/field-bugs.md): public trackers' bugs by their mechanism.
+  recompute_rng_not_restored,
+  expert_skip_empty_rank,
 };
-inline constexpr int kCodePathFaultCount = 21;
+inline constexpr int kCodePathFaultCount = 23;
+static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {
   CodePathFault fault;
@@ -60,14 +64,14 @@ const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults();
 const CodePathFaultInfo& info(CodePathFault fault);
 std::optional<CodePathFault> parse_code_path_fault(std::string_view name);
 // The bit of `fault` in a set of switched-on faults (fault_active's encoding).
-constexpr std::uint32_t code_path_fault_bit(CodePathFault fault) {
-  return 1u << static_cast<unsigned>(fault);
+constexpr std::uint64_t code_path_fault_bit(CodePathFault fault) {
+  return std::uint64_t{1} << static_cast<unsigned>(fault);
 }
 
 namespace detail {
 // Inline and constant-initialized: every TU reads the thread-local slot directly
 // (no TLS wrapper call; UBSan flagged the extern form's wrapper as a null load).
-inline thread_local std::uint32_t t_active_code_path_faults = 0;
+inline thread_local std::uint64_t t_active_code_path_faults = 0;
 // The innermost live CodePathFaultScope: a scope destroyed while a later one is
 // alive aborts with a message instead of restoring a stale set.
 inline thread_local const void* t_code_path_fault_owner = nullptr;
@@ -93,10 +97,10 @@ class [[nodiscard]] CodePathFaultScope {
 
  private:
   struct Exactly {
-    std::uint32_t bits;
+    std::uint64_t bits;
   };
   explicit CodePathFaultScope(Exactly set);
-  std::uint32_t previous_;
+  std::uint64_t previous_;
   const void* outer_;
 };
 

@@ -371,7 +371,12 @@ at::Tensor MoELayer::dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& 
       offset += n;
     }
   }
-  const at::Tensor computed = at::cat(results);
+  at::Tensor computed = at::cat(results);
+  // Fault expert-skip-empty-rank (NVIDIA/Megatron-LM PR 4851): a rank that
+  // received no token skips its experts and sends back a fresh empty tensor,
+  // cut off from what arrived: its backward never reaches the all-to-alls.
+  if (fault_active(CodePathFault::expert_skip_empty_rank) && arrived.output.size(0) == 0)
+    computed = at::zeros({0, tokens.size(1)}, tokens.options().requires_grad(false));
   const at::Tensor back = all_to_all_expert_parallel(computed, arrived.recv_counts, ep).output;
   const at::Tensor w =
       probs.reshape({-1}).index_select(0, order * E + experts).unsqueeze(1).to(back.scalar_type());

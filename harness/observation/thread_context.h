@@ -39,7 +39,7 @@ class ThreadContext {
   ThreadContext() = default;
 
   const ExecutionPoint& execution_point() const { return point_; }
-  std::uint32_t code_path_faults() const { return code_path_faults_; }
+  std::uint64_t code_path_faults() const { return code_path_faults_; }
   RecomputeLog* recompute_log() const { return recompute_log_; }
   bool suspended() const { return observation_.suspended; }
   bool observing() const { return observation_.active != nullptr; }
@@ -50,7 +50,7 @@ class ThreadContext {
   detail::ObservationState observation_;
   ExecutionPoint point_;
   const void* point_owner_ = nullptr;
-  std::uint32_t code_path_faults_ = 0;
+  std::uint64_t code_path_faults_ = 0;
   const void* code_path_fault_owner_ = nullptr;
   RecomputeLog* recompute_log_ = nullptr;
   const void* recompute_log_owner_ = nullptr;

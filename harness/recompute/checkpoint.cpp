@@ -41,7 +41,9 @@ class RngRestoreScope {
   RngRestoreScope(RngTracker* rng, const RngSnapshot& snapshot) : rng_(rng) {
     if (rng_ == nullptr) return;
     backward_state_ = rng_->snapshot();
-    rng_->restore(snapshot);
+    // Fault recompute-rng-not-restored (allenai/OLMo-core PR 828): the
+    // recomputation draws new masks from the backward-time state.
+    if (!fault_active(CodePathFault::recompute_rng_not_restored)) rng_->restore(snapshot);
   }
   ~RngRestoreScope() {
     if (rng_ != nullptr) rng_->restore(backward_state_);
