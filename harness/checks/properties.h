@@ -82,6 +82,12 @@ PropertyResult collective_symmetry_mismatch_failure(const std::string& run,
 // SKIPs when no group of any run has more than one member.
 PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& runs);
 
+// Every run's gradients after finalize_grads: each parameter's copies that
+// must be replicas (the same TP shard, or a TP-replicated parameter, on every
+// rank that holds it: across TP, CP, DP and the expert-data-parallel ranks)
+// have identical digests at every step. SKIPs when no parameter has two copies.
+PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& runs);
+
 // The registered Property of each (registry.cpp lists them in report order).
 const Property& exactly_once_property();
 const Property& recompute_invariance_property();
@@ -91,5 +97,6 @@ const Property& backend_parity_property();
 const Property& determinism_property();
 const Property& collective_symmetry_property();
 const Property& router_invariance_property();
+const Property& replica_consistency_property();
 
 }  // namespace parity::checks

@@ -23,6 +23,8 @@ nlohmann::json without_timing(nlohmann::json j) {
 RankRun rank_run_from(const nlohmann::json& r) {
   RankRun out;
   out.rank = r.at("rank").get<int>();
+  if (r.contains("parameters"))
+    for (const auto& [k, v] : r["parameters"].items()) out.parameter_tp[k] = v.get<std::string>();
   for (const nlohmann::json& s : r.at("steps")) {
     StepData d;
     d.loss = number_or_nan(s.at("loss"));

@@ -56,6 +56,8 @@ struct GroupCalls {
 
 struct RankRun {
   int rank = 0;
+  // Parameter -> its TP split: "shard" or "replica" (absent in older results).
+  std::map<std::string, std::string> parameter_tp;
   std::vector<StepData> steps;
   std::vector<Observation> trace;
   std::map<std::string, GroupCalls> collectives;  // axis name -> this rank's group

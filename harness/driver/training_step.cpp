@@ -254,10 +254,16 @@ nlohmann::json run_model_program(RankContext& ctx) {
 
   nlohmann::json steps = nlohmann::json::array();
   for (const StepResult& s : trained.steps) steps.push_back(step_json(s));
+  // How each parameter this rank holds is split over TP ("shard" or
+  // "replica"): which ranks must hold identical copies (replica_consistency).
+  nlohmann::json parameters = nlohmann::json::object();
+  for (const Parameter& p : model.parameters())
+    parameters[p.name] = p.shard.replicated() ? "replica" : "shard";
   nlohmann::json j = {
       {"rank", ctx.rank},
       {"coordinates",
        {{"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}}},
+      {"parameters", parameters},
       {"steps", steps}};
   nlohmann::json collectives = nlohmann::json::object();
   for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep}) {

@@ -120,6 +120,11 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "collective_symmetry",
      "an MoE layer with ep > 1 and an EP rank without routed tokens (--moe-force-routing "
      "biased with moe_topk <= moe_experts / ep)"},
+    {F::sp_grad_not_reduced, "sp-grad-not-reduced",
+     "the gradients of sequence-parallel parameters (norm weights, row-parallel biases, the "
+     "router under SP) are not all-reduced over TP, so each TP rank steps its replica with its "
+     "own partial sum (field bug: EleutherAI/gpt-neox PR 1259)",
+     "replica_consistency", "sp with tp > 1"},
 }};
 
 }  // namespace

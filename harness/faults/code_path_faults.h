@@ -47,8 +47,9 @@ enum class CodePathFault : std::uint8_t {
   // Field bugs (docs/field-bugs.md): public trackers' bugs by their mechanism.
   recompute_rng_not_restored,
   expert_skip_empty_rank,
+  sp_grad_not_reduced,
 };
-inline constexpr int kCodePathFaultCount = 23;
+inline constexpr int kCodePathFaultCount = 24;
 static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {

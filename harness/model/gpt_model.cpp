@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "harness/backend/tp_mappings.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/moe_layer.h"
 #include "harness/recompute/checkpoint.h"
@@ -527,7 +528,9 @@ void GPTModel::finalize_grads() {
   for (Parameter& p : params_.parameters()) {
     if (!p.value.grad().defined()) p.value.mutable_grad() = at::zeros_like(p.value);
     at::Tensor g = p.value.grad();
-    if (p.sequence_parallel && par.tp_size() > 1) {
+    // Fault sp-grad-not-reduced (EleutherAI/gpt-neox PR 1259): partial sums stay.
+    if (p.sequence_parallel && par.tp_size() > 1 &&
+        !fault_active(CodePathFault::sp_grad_not_reduced)) {
       g.copy_(par.tp->all_reduce(g.contiguous(), ReduceOp::sum));
     }
     if (p.expert >= 0 && par.ep_size() > 1) {

@@ -397,10 +397,46 @@ TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
 TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
   std::vector<std::string> names;
   for (const Property* p : registered_properties()) names.emplace_back(p->name());
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"exactly_once", "recompute_invariance", "sharded_reduction",
-                                      "graph_replay", "backend_parity", "determinism",
-                                      "collective_symmetry", "router_invariance"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"exactly_once", "recompute_invariance",
+                                             "sharded_reduction", "graph_replay", "backend_parity",
+                                             "determinism", "collective_symmetry",
+                                             "router_invariance", "replica_consistency"}));
+}
+
+// replica_consistency on a hand-built tp 2 x dp 2 run: a TP shard's copies are
+// the ranks with the same TP rank, a TP replica's copies are every rank.
+TEST(Properties, ReplicaConsistencyComparesEachPiecesCopies) {
+  CheckRun run;
+  run.name = "a";
+  run.config.tp = 2;
+  run.config.dp = 2;
+  for (int rank = 0; rank < 4; ++rank) {
+    RankRun r;
+    r.rank = rank;
+    r.parameter_tp = {{"norm.weight", "replica"}, {"fc1.weight", "shard"}};
+    StepData s;
+    s.grads = {{"norm.weight", "n"}, {"fc1.weight", "w" + std::to_string(rank % 2)}};
+    r.steps.push_back(s);
+    run.ranks.push_back(r);
+  }
+  PropertyResult p = check_replica_consistency({&run});
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  EXPECT_NE(p.reason.find("3 replicated (step, parameter, piece) groups, 8 gradient copies"),
+            std::string::npos)
+      << p.reason;
+  // A replica whose gradient was not reduced (rank 3 = tp 1, dp 1).
+  run.ranks[3].steps[0].grads["norm.weight"] = "partial";
+  p = check_replica_consistency({&run});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("step 0 gradient norm.weight: rank 3 (tp=1, cp=0, dp=1) differs from its "
+                          "replica on rank 0 (tp=0, cp=0, dp=0)"),
+            std::string::npos)
+      << p.reason;
+  EXPECT_EQ(p.worst_site, "norm.weight");
+  // One rank: nothing to compare.
+  const CheckRun single = eager_run("b");
+  p = check_replica_consistency({&single});
+  EXPECT_EQ(p.status, Status::skip) << p.reason;
 }
 
 // backend_parity on hand-built runs: (a) on another backend, (f) the reference.

@@ -1,0 +1,79 @@
+// replica_consistency: the copies of a parameter that training must keep equal
+// are equal. After finalize_grads every rank holding the same piece of a
+// parameter (its TP shard, or the whole of a TP-replicated one) must hold the
+// same gradient bit for bit, or the replicas step apart (the optimizer applies
+// each rank's own gradient). Sequence-parallel norms and row-parallel biases
+// are the classic case: each TP rank sees part of the sequence, so their
+// gradients are partial sums until the TP all-reduce (gpt-neox PR 1259).
+#include <map>
+#include <utility>
+
+#include "harness/checks/properties/common.h"
+#include "harness/parallel/topology.h"
+
+namespace parity::checks {
+
+using namespace detail;
+
+PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& runs) {
+  PropertyResult p = make("replica_consistency", run_list(runs));
+  std::int64_t groups = 0, copies = 0;
+  for (const CheckRun* run : runs) {
+    const RunConfig& c = run->config;
+    if (c.world_size() < 2) continue;
+    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep);
+    // (step, parameter, tp piece: the TP rank of a shard, -1 for a replica)
+    // -> (first rank, its digest) and how many copies agreed.
+    using Key = std::tuple<std::size_t, std::string, int>;
+    std::map<Key, std::pair<int, std::string>> first;
+    std::map<Key, int> count;
+    for (const RankRun& r : run->ranks) {
+      const int tp_rank = topology.coordinate(r.rank, Axis::tp);
+      for (std::size_t s = 0; s < r.steps.size(); ++s)
+        for (const auto& [name, digest] : r.steps[s].grads) {
+          const auto split = r.parameter_tp.find(name);
+          if (split == r.parameter_tp.end()) continue;  // a result without placements
+          const Key key{s, name, split->second == "shard" ? tp_rank : -1};
+          const auto [it, inserted] = first.try_emplace(key, r.rank, digest);
+          ++count[key];
+          if (!inserted && it->second.second != digest)
+            fail(p,
+                 "(" + run->name + ") step " + std::to_string(s) + " gradient " + name + ": rank " +
+                     std::to_string(r.rank) + " " + to_string(topology.coordinates(r.rank)) +
+                     " differs from its replica on rank " + std::to_string(it->second.first) + " " +
+                     to_string(topology.coordinates(it->second.first)) +
+                     " (after finalize_grads the replicas must be bitwise equal)",
+                 name);
+        }
+    }
+    for (const auto& [key, n] : count)
+      if (n > 1) {
+        ++groups;
+        copies += n;
+      }
+  }
+  if (groups == 0)
+    return skip(p, "no parameter has two copies (one rank per run, or nothing recorded)",
+                "use a run with tp, cp or dp > 1");
+  if (p.status == Status::pass)
+    p.reason = std::to_string(groups) + " replicated (step, parameter, piece) groups, " +
+               std::to_string(copies) + " gradient copies bitwise equal";
+  return p;
+}
+
+namespace {
+class ReplicaConsistency final : public Property {
+ public:
+  std::string_view name() const override { return "replica_consistency"; }
+  PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
+    return check_replica_consistency(runs.all);
+  }
+};
+}  // namespace
+
+const Property& replica_consistency_property() {
+  static const ReplicaConsistency property;
+  return property;
+}
+
+}  // namespace parity::checks
