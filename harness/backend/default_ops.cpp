@@ -5,6 +5,7 @@
 
 #include "harness/backend/backend.h"
 #include "harness/backend/tp_mappings.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/parallel/communicator.h"
 
 namespace parity {
@@ -62,6 +63,17 @@ at::Tensor Backend::rotary_embedding(const at::Tensor& x, const at::Tensor& posi
 std::vector<at::Tensor> Backend::gather_context_parallel_kv(const at::Tensor& k,
                                                             const at::Tensor& v,
                                                             Communicator& cp) const {
+  if (fault_active(CodePathFault::cp_kv_grad_local_only)) {
+    // Fault cp-kv-grad-local-only (diffusers #14265): the same values, but the
+    // gradient reaches this rank's keys and values through its own chunk only.
+    auto local_grad_only = [&cp](const at::Tensor& t) {
+      std::vector<at::Tensor> chunks =
+          gather_from_sequence_parallel_region(t.detach(), &cp).chunk(cp.size(), 0);
+      chunks[static_cast<std::size_t>(cp.rank())] = t;
+      return at::cat(chunks, 0);
+    };
+    return {local_grad_only(k), local_grad_only(v)};
+  }
   return {gather_from_sequence_parallel_region(k, &cp),
           gather_from_sequence_parallel_region(v, &cp)};
 }

@@ -88,6 +88,13 @@ PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& run
 // have identical digests at every step. SKIPs when no parameter has two copies.
 PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& runs);
 
+// `sharded` (the scenario's runs) against `single` (b): each step's loss and
+// each parameter's whole-gradient L2 norm (its pieces' norms combined: one copy
+// per TP shard, a replica once) within the metric tolerance. SKIPs without a
+// sharded run.
+PropertyResult check_sharded_gradients(const CheckRun& single,
+                                       const std::vector<const CheckRun*>& sharded);
+
 // The registered Property of each (registry.cpp lists them in report order).
 const Property& exactly_once_property();
 const Property& recompute_invariance_property();
@@ -98,5 +105,6 @@ const Property& determinism_property();
 const Property& collective_symmetry_property();
 const Property& router_invariance_property();
 const Property& replica_consistency_property();
+const Property& sharded_gradients_property();
 
 }  // namespace parity::checks

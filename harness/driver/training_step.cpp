@@ -14,6 +14,7 @@
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
 #include "harness/driver/run_dump.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/metrics/collector.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
@@ -46,8 +47,12 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   const std::int64_t before = recorder ? recorder->size() : 0;
   const ModelConfig& c = model.config();
   const ParallelContext& par = model.parallel();
+  // Fault cp-loss-scale (Megatron-LM #673, #906): the CP rank's own tokens.
+  const double sequence_tokens = fault_active(CodePathFault::cp_loss_scale)
+                                     ? double(c.seq) / double(par.cp_size())
+                                     : double(c.seq);
   const double global_tokens =
-      double(c.seq) * double(c.micro_batch) * double(o.microbatches) * double(par.dp_size());
+      sequence_tokens * double(c.micro_batch) * double(o.microbatches) * double(par.dp_size());
   const std::int64_t step_base = step * o.microbatches * par.dp_size();
   const at::Tensor positions = model.local_positions();
   // Each microbatch's MoE aux loss is its share of the step's mean, as each

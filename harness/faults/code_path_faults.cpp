@@ -125,6 +125,16 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "router under SP) are not all-reduced over TP, so each TP rank steps its replica with its "
      "own partial sum (field bug: EleutherAI/gpt-neox PR 1259)",
      "replica_consistency", "sp with tp > 1"},
+    {F::cp_loss_scale, "cp-loss-scale",
+     "each CP rank normalizes its loss by its own tokens (seq / cp per sequence) instead of the "
+     "global token count, so the reported loss and every gradient come out cp times too large "
+     "(field bug: NVIDIA/Megatron-LM #673, #906)",
+     "sharded_gradients", "cp > 1"},
+    {F::cp_kv_grad_local_only, "cp-kv-grad-local-only",
+     "the backward of the CP key/value all-gather keeps the gradient of this rank's own chunk "
+     "only, dropping what the other ranks' queries sent back to its keys and values (field bug: "
+     "huggingface/diffusers #14265, ring attention reading the first step's chunk)",
+     "sharded_gradients", "cp > 1"},
 }};
 
 }  // namespace

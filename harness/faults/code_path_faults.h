@@ -48,8 +48,10 @@ enum class CodePathFault : std::uint8_t {
   recompute_rng_not_restored,
   expert_skip_empty_rank,
   sp_grad_not_reduced,
+  cp_loss_scale,
+  cp_kv_grad_local_only,
 };
-inline constexpr int kCodePathFaultCount = 24;
+inline constexpr int kCodePathFaultCount = 26;
 static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {

@@ -108,9 +108,9 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
   for (const auto& run : r["runs"])
     for (const char* k : {"name", "title", "config", "seconds"}) EXPECT_TRUE(run.contains(k)) << k;
   const std::vector<std::string> names = {
-      "exactly_once",        "recompute_invariance", "sharded_reduction",
-      "graph_replay",        "backend_parity",       "determinism",
-      "collective_symmetry", "router_invariance",    "replica_consistency"};
+      "exactly_once",        "recompute_invariance", "sharded_reduction",   "graph_replay",
+      "backend_parity",      "determinism",          "collective_symmetry", "router_invariance",
+      "replica_consistency", "sharded_gradients"};
   ASSERT_EQ(r["properties"].size(), names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const auto& p = r["properties"][i];

@@ -397,10 +397,10 @@ TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
 TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
   std::vector<std::string> names;
   for (const Property* p : registered_properties()) names.emplace_back(p->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"exactly_once", "recompute_invariance",
-                                             "sharded_reduction", "graph_replay", "backend_parity",
-                                             "determinism", "collective_symmetry",
-                                             "router_invariance", "replica_consistency"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "exactly_once", "recompute_invariance", "sharded_reduction", "graph_replay",
+                       "backend_parity", "determinism", "collective_symmetry", "router_invariance",
+                       "replica_consistency", "sharded_gradients"}));
 }
 
 // replica_consistency on a hand-built tp 2 x dp 2 run: a TP shard's copies are
@@ -436,6 +436,49 @@ TEST(Properties, ReplicaConsistencyComparesEachPiecesCopies) {
   // One rank: nothing to compare.
   const CheckRun single = eager_run("b");
   p = check_replica_consistency({&single});
+  EXPECT_EQ(p.status, Status::skip) << p.reason;
+}
+
+// sharded_gradients combines a TP-sharded parameter's pieces (one copy per TP
+// rank) and takes a replica once, then compares with the single-rank norms.
+TEST(Properties, ShardedGradientsCombinePiecesAndCompareWithTheSingleRankRun) {
+  CheckRun single;
+  single.name = "b";
+  single.config.dtype = DType::fp64;
+  RankRun one;
+  StepData want;
+  want.loss = 2.5;
+  want.grad_norms = {{"norm.weight", 0.5}, {"fc1.weight", 5.0}};
+  one.steps.push_back(want);
+  single.ranks.push_back(one);
+  CheckRun run;
+  run.name = "a";
+  run.config.dtype = DType::fp64;
+  run.config.tp = 2;
+  run.config.dp = 2;
+  for (int rank = 0; rank < 4; ++rank) {
+    RankRun r;
+    r.rank = rank;
+    r.parameter_tp = {{"norm.weight", "replica"}, {"fc1.weight", "shard"}};
+    StepData s;
+    s.loss = 2.5;
+    s.grad_norms = {{"norm.weight", 0.5}, {"fc1.weight", rank % 2 == 0 ? 3.0 : 4.0}};  // 3-4-5
+    r.steps.push_back(s);
+    run.ranks.push_back(r);
+  }
+  PropertyResult p = check_sharded_gradients(single, {&run});
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  EXPECT_NE(p.reason.find("3 losses and gradient norms"), std::string::npos) << p.reason;
+  // Every gradient and the loss twice as large (a loss scaled by cp = 2).
+  for (RankRun& r : run.ranks) {
+    r.steps[0].loss *= 2;
+    for (auto& [name, n] : r.steps[0].grad_norms) n *= 2;
+  }
+  p = check_sharded_gradients(single, {&run});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("(a) step 0 loss: 5 vs single-rank 2.5"), std::string::npos) << p.reason;
+  // No sharded run: SKIP.
+  p = check_sharded_gradients(single, {&single});
   EXPECT_EQ(p.status, Status::skip) << p.reason;
 }
 

@@ -11,7 +11,7 @@ const std::vector<const Property*>& registered_properties() {
       &sharded_reduction_property(),   &graph_replay_property(),
       &backend_parity_property(),      &determinism_property(),
       &collective_symmetry_property(), &router_invariance_property(),
-      &replica_consistency_property(),
+      &replica_consistency_property(), &sharded_gradients_property(),
   };
   return properties;
 }

@@ -1,0 +1,102 @@
+// sharded_gradients: a sharded run trains the model the single-rank run
+// trains. Each step's loss, and each parameter's whole gradient (the L2 norm
+// over its pieces: one copy of each TP shard, a TP replica once, an expert
+// from the ranks that hold it) after finalize_grads, equal the single-rank
+// run's over the same global batch, within the metric tolerance. Loss and
+// gradient scaling across CP and DP (Megatron-LM #673, #906) and a CP
+// attention backward that drops the other ranks' contributions (diffusers
+// #14265) show here first; the forward's metrics see them a step later.
+#include <cmath>
+#include <map>
+
+#include "harness/checks/properties/common.h"
+#include "harness/checks/tolerance.h"
+#include "harness/parallel/topology.h"
+
+namespace parity::checks {
+
+using namespace detail;
+
+PropertyResult check_sharded_gradients(const CheckRun& single,
+                                       const std::vector<const CheckRun*>& sharded) {
+  PropertyResult p = make("sharded_gradients", run_list(sharded) + " vs (" + single.name + ")");
+  const Tolerances tolerances = tolerances_for(single.config);
+  const double tol = tolerances.metric;
+  if (single.ranks.empty()) return skip(p, "(" + single.name + ") returned no rank result", "");
+  const std::vector<StepData>& want = single.ranks[0].steps;
+  ErrorTracker errors;
+  std::int64_t compared = 0;
+  auto check = [&](const CheckRun& run, std::size_t step, const std::string& what, double got,
+                   double expected) {
+    double abs_err = 0, rel_err = 0;
+    const bool ok = within(got, expected, tol, &abs_err, &rel_err);
+    errors.add(abs_err, rel_err, what, "step " + std::to_string(step));
+    ++compared;
+    if (!ok)
+      fail(p,
+           "(" + run.name + ") step " + std::to_string(step) + " " + what + ": " + num(got) +
+               " vs single-rank " + num(expected) + " (abs " + num(abs_err) + ", rel " +
+               num(rel_err) + " > " + tolerances.basis + " rel " + num(tol) + ")",
+           what);
+  };
+  for (const CheckRun* run : sharded) {
+    const RunConfig& c = run->config;
+    if (c.world_size() < 2 || run->ranks.empty()) continue;
+    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep);
+    for (std::size_t s = 0; s < want.size() && s < run->ranks[0].steps.size(); ++s) {
+      check(*run, s, "loss", run->ranks[0].steps[s].loss, want[s].loss);
+      // parameter -> piece (TP rank of a shard, -1 for a replica) -> its norm.
+      std::map<std::string, std::map<int, double>> pieces;
+      for (const RankRun& r : run->ranks) {
+        if (s >= r.steps.size()) continue;
+        const int tp_rank = topology.coordinate(r.rank, Axis::tp);
+        for (const auto& [name, norm] : r.steps[s].grad_norms) {
+          const auto split = r.parameter_tp.find(name);
+          if (split == r.parameter_tp.end()) continue;
+          pieces[name].try_emplace(split->second == "shard" ? tp_rank : -1, norm);
+        }
+      }
+      for (const auto& [name, norm] : want[s].grad_norms) {
+        const auto it = pieces.find(name);
+        if (it == pieces.end()) {
+          if (!run->ranks[0].parameter_tp.empty())
+            fail(p,
+                 "(" + run->name + ") step " + std::to_string(s) + " gradient " + name +
+                     ": no rank holds it (the single-rank run has it)",
+                 name);
+          continue;
+        }
+        double sum_sq = 0;
+        for (const auto& [piece, n] : it->second) sum_sq += n * n;
+        check(*run, s, "gradient " + name, std::sqrt(sum_sq), norm);
+      }
+    }
+  }
+  if (compared == 0)
+    return skip(p, "no sharded run to compare with the single-rank run",
+                "use --tp 2 (or --cp 2, --dp 2)");
+  errors.into(p);
+  if (p.status == Status::pass)
+    p.reason = std::to_string(compared) + " losses and gradient norms within " + tolerances.basis +
+               " rel " + num(tol);
+  return p;
+}
+
+namespace {
+class ShardedGradients final : public Property {
+ public:
+  std::string_view name() const override { return "sharded_gradients"; }
+  PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
+    // (e) exists when dropout makes the sharded runs a different computation.
+    return check_sharded_gradients(*runs.b, runs.e ? std::vector<const CheckRun*>{runs.e}
+                                                   : std::vector<const CheckRun*>{runs.a, runs.c});
+  }
+};
+}  // namespace
+
+const Property& sharded_gradients_property() {
+  static const ShardedGradients property;
+  return property;
+}
+
+}  // namespace parity::checks
