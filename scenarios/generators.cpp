@@ -76,6 +76,7 @@ void pick_model_shape(RunConfig& c) {
   c.microbatches = weighted<int>({{3, 1}, {2, 2}, {1, 3}});
   c.dtype = weighted<DType>({{6, DType::fp32}, {3, DType::fp64}, {1, DType::bf16}});
   c.dropout = weighted<double>({{4, 0.0}, {1, 0.1}});
+  c.eval_every = weighted<int>({{1, 0}, {1, 1}});  // an evaluation forward after every step
   c.norm = weighted<NormOption>({{3, NormOption::layernorm}, {1, NormOption::rmsnorm}});
   c.activation = weighted<ActivationOption>({{3, ActivationOption::gelu}, {1, ActivationOption::swiglu}});
   // Every dtype with and without an fp32 residual stream (fp64 + fp32 residual

@@ -28,6 +28,7 @@ RankRun rank_run_from(const nlohmann::json& r) {
   for (const nlohmann::json& s : r.at("steps")) {
     StepData d;
     d.loss = number_or_nan(s.at("loss"));
+    if (s.contains("eval_loss")) d.eval_loss = number_or_nan(s["eval_loss"]);
     d.logits_digest = s.at("logits_digest").get<std::string>();
     for (const auto& [k, v] : s.at("grads").items()) d.grads[k] = v.get<std::string>();
     if (s.contains("grad_norms"))

@@ -42,6 +42,7 @@ using MetricKey = std::pair<std::string, std::string>;  // (metric, label)
 
 struct StepData {
   double loss = 0;
+  double eval_loss = std::numeric_limits<double>::quiet_NaN();  // NaN: no evaluation
   std::string logits_digest;
   std::map<std::string, std::string> grads;  // parameter -> digest
   std::map<std::string, double> grad_norms;  // parameter -> fp64 L2

@@ -96,6 +96,7 @@ struct RunConfig {
   int micro_batch = 2;
   int microbatches = 2;                    // per DP rank (see docs/cli.md)
   int steps = 2;
+  int eval_every = 0;  // an evaluation forward after every N-th step (0 = none)
   int vocab = 128;
   DType dtype = DType::fp32;
   bool fp32_residual = false;

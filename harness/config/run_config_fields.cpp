@@ -173,6 +173,10 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(integer("microbatches", &RunConfig::microbatches, kModel,
                       "microbatches per step per DP rank", positive));
   f.push_back(integer("steps", &RunConfig::steps, kModel, "training steps", positive));
+  f.push_back(integer("eval-every", &RunConfig::eval_every, kModel,
+                      "an evaluation forward (no grad, its own batch) after every N-th step; its "
+                      "loss is compared with the single-rank run's (0 = none)",
+                      at_least(0, "must be >= 0")));
   f.push_back(integer("vocab", &RunConfig::vocab, kModel, "vocabulary size", positive));
   f.push_back(choice("dtype", &RunConfig::dtype, kModel, "fp32, fp64 (exact checks) or bf16",
                      known_dtypes, parse_dtype));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -37,6 +38,39 @@ double thread_cpu_seconds() {
 double sum_over(Communicator* c, double v) {
   if (c == nullptr || c->size() == 1) return v;
   return c->all_reduce(at::tensor({v}, at::kDouble), ReduceOp::sum).item<double>();
+}
+
+// The evaluation forward after `step` (TrainingOptions::eval_every): no grad,
+// training off (no dropout, no aux loss, layers eager), observations
+// suspended (an evaluation is no training step's observation), seeded eval
+// microbatches of its own. The mean token loss over the eval batch.
+double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
+  const ModelConfig& c = model.config();
+  const ParallelContext& par = model.parallel();
+  // Fault eval-loss-cp-unscaled (transformers PR 48167): the evaluation path
+  // normalizes by the CP rank's own tokens, as if the sequence were whole.
+  const double sequence_tokens = fault_active(CodePathFault::eval_loss_cp_unscaled)
+                                     ? double(c.seq) / double(par.cp_size())
+                                     : double(c.seq);
+  const double tokens =
+      sequence_tokens * double(c.micro_batch) * double(o.microbatches) * double(par.dp_size());
+  const std::int64_t base = (std::int64_t{1} << 30) + step * o.microbatches * par.dp_size();
+  at::NoGradGuard no_grad;
+  auto quiet = suspend_tensor_observations();
+  ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
+  model.set_training(false);
+  const at::Tensor positions = model.local_positions();
+  double share = 0;
+  for (std::int64_t m = 0; m < o.microbatches; ++m) {
+    const MicrobatchData data = microbatch_data(
+        c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
+    const at::Tensor logits = model.forward(model.slice_sequence(data.tokens), positions,
+                                            model.config().runtime_gather_output);
+    share +=
+        model.token_losses(logits, model.slice_sequence(data.labels)).sum().item<double>() / tokens;
+  }
+  model.set_training(true);
+  return sum_over(par.dp, sum_over(par.cp, share));
 }
 
 // One step; `recorder` may be null.
@@ -137,6 +171,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     if (o.lr != 0) p.value.sub_(g, o.lr);
   }
   model.end_step();  // per-layer graphs: warmup + capture after the recorded step
+  if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) r.eval_loss = evaluate(model, o, step);
   r.observations = (recorder ? recorder->size() : 0) - before;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.cpu_seconds = thread_cpu_seconds() - cpu_start;
@@ -153,6 +188,8 @@ nlohmann::json step_json(const StepResult& s) {
     metrics.push_back({{"metric", m.metric}, {"label", m.label}, {"value", m.value}});
   return {{"step", s.step},
           {"loss", s.loss},
+          {"eval_loss",
+           std::isnan(s.eval_loss) ? nlohmann::json(nullptr) : nlohmann::json(s.eval_loss)},
           {"logits_digest", digest_hex(s.logits_digest)},
           {"grad_digest", digest_hex(s.grad_digest)},
           {"grads", grads},
@@ -226,6 +263,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
 
   TrainingOptions options;
   options.steps = config.steps;
+  options.eval_every = config.eval_every;
   options.microbatches = config.microbatches;
   options.lr = config.lr;
   options.batch = batch.get();

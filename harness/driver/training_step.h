@@ -5,6 +5,7 @@
 // docs/cli.md ("parity run") and docs/trace-format.md.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +27,12 @@ struct RankContext;
 struct TrainingOptions {
   std::int64_t steps = 2;
   std::int64_t microbatches = 2;  // per DP rank
-  double lr = 0.1;                // SGD; 0 = no update
+  // After every eval_every-th step (0 = never): an evaluation forward (no
+  // grad, training off, observations suspended) over `microbatches` eval
+  // microbatches per DP rank of their own (global indices from 1 << 30):
+  // StepResult::eval_loss.
+  std::int64_t eval_every = 0;
+  double lr = 0.1;  // SGD; 0 = no update
   // When set, capture_tensor_observations(recorder, kinds) is active around the
   // steps; the recorder must outlive run_training.
   TraceRecorder* recorder = nullptr;
@@ -75,6 +81,9 @@ struct StepResult {
   std::vector<std::pair<std::string, double>> grad_norms;
   // The collector's results of the step, sorted by (metric, label).
   std::vector<StepMetric> metrics;
+  // The evaluation loss after this step (the mean over the eval batch's
+  // tokens, all-reduced over CP and DP); NaN when no evaluation ran.
+  double eval_loss = std::numeric_limits<double>::quiet_NaN();
   std::int64_t observations = 0;  // notifications recorded during the step
   double seconds = 0;             // wall time of the step on this rank
   // CPU time of the rank's thread in the step (its compute; collectives run

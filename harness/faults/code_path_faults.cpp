@@ -135,6 +135,11 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "only, dropping what the other ranks' queries sent back to its keys and values (field bug: "
      "huggingface/diffusers #14265, ring attention reading the first step's chunk)",
      "sharded_gradients", "cp > 1"},
+    {F::eval_loss_cp_unscaled, "eval-loss-cp-unscaled",
+     "the evaluation path skips the CP loss handling: each CP rank normalizes its eval loss by "
+     "its own tokens, so the reported eval loss is cp times too large (field bug: "
+     "huggingface/transformers PR 48167)",
+     "sharded_gradients", "cp > 1 and --eval-every > 0"},
 }};
 
 }  // namespace

@@ -50,8 +50,9 @@ enum class CodePathFault : std::uint8_t {
   sp_grad_not_reduced,
   cp_loss_scale,
   cp_kv_grad_local_only,
+  eval_loss_cp_unscaled,
 };
-inline constexpr int kCodePathFaultCount = 26;
+inline constexpr int kCodePathFaultCount = 27;
 static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {

@@ -50,6 +50,7 @@ std::vector<Step> steps() {
       toward(&RunConfig::graph_warmup, 0),
       toward(&RunConfig::layers, 1),
       toward(&RunConfig::steps, 1),
+      toward(&RunConfig::eval_every, 0),
       toward(&RunConfig::microbatches, 1),
       toward(&RunConfig::micro_batch, 1),
       [](RunConfig& c) { return c.dropout > 0 ? (c.dropout = 0, true) : false; },

@@ -71,6 +71,8 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "4",
                                  "--steps",
                                  "7",
+                                 "--eval-every",
+                                 "2",
                                  "--vocab",
                                  "200",
                                  "--dtype",
@@ -156,6 +158,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.micro_batch, 3);
   EXPECT_EQ(c.microbatches, 4);
   EXPECT_EQ(c.steps, 7);
+  EXPECT_EQ(c.eval_every, 2);
   EXPECT_EQ(c.vocab, 200);
   EXPECT_EQ(c.dtype, DType::bf16);
   EXPECT_TRUE(c.fp32_residual);
@@ -411,6 +414,7 @@ std::vector<BadValue> bad_values() {
       one("micro-batch", "0"),
       one("microbatches", "0"),
       one("steps", "0"),
+      one("eval-every", "-1"),
       one("vocab", "1.5"),
       one("dtype", "fp16"),
       {"--fp32-residual", {"--fp32-residual=maybe"}},

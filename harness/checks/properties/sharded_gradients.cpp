@@ -45,6 +45,8 @@ PropertyResult check_sharded_gradients(const CheckRun& single,
     const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep);
     for (std::size_t s = 0; s < want.size() && s < run->ranks[0].steps.size(); ++s) {
       check(*run, s, "loss", run->ranks[0].steps[s].loss, want[s].loss);
+      if (!std::isnan(want[s].eval_loss))
+        check(*run, s, "eval loss", run->ranks[0].steps[s].eval_loss, want[s].eval_loss);
       // parameter -> piece (TP rank of a shard, -1 for a replica) -> its norm.
       std::map<std::string, std::map<int, double>> pieces;
       for (const RankRun& r : run->ranks) {
