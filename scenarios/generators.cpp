@@ -76,7 +76,6 @@ void pick_model_shape(RunConfig& c) {
   c.microbatches = weighted<int>({{3, 1}, {2, 2}, {1, 3}});
   c.dtype = weighted<DType>({{6, DType::fp32}, {3, DType::fp64}, {1, DType::bf16}});
   c.dropout = weighted<double>({{4, 0.0}, {1, 0.1}});
-  c.eval_every = weighted<int>({{1, 0}, {1, 1}});  // an evaluation forward after every step
   c.norm = weighted<NormOption>({{3, NormOption::layernorm}, {1, NormOption::rmsnorm}});
   c.activation = weighted<ActivationOption>({{3, ActivationOption::gelu}, {1, ActivationOption::swiglu}});
   // Every dtype with and without an fp32 residual stream (fp64 + fp32 residual
@@ -263,6 +262,12 @@ const std::vector<std::string>& router_diagnostics_metric_names() {
   return names;
 }
 
+void pick_evaluation(RunConfig& c) {
+  // Drawn last, so the fields drawn before keep the values a seed gave them
+  // before --eval-every existed (the mutants' budgets were measured on those).
+  c.eval_every = weighted<int>({{1, 0}, {1, 1}});  // an evaluation forward after every step
+}
+
 void pick_launch(RunConfig& c) {
   // Processes cost ~10x threads: rare, and small worlds only.
   c.launch = c.world_size() <= 2 && sometimes(12) ? LaunchMode::processes : LaunchMode::threads;
@@ -278,6 +283,7 @@ rc::Gen<RunConfig> gen_scenario() {
     pick_recompute(c);
     pick_metrics(c);
     pick_launch(c);
+    pick_evaluation(c);
     return c;
   });
 }
@@ -296,6 +302,7 @@ rc::Gen<RunConfig> gen_moe_scenario() {
     pick_recompute(c);
     pick_metrics(c);
     pick_launch(c);
+    pick_evaluation(c);
     return c;
   });
 }

@@ -35,11 +35,12 @@ void pick_model_shape(RunConfig& c);  // heads, hidden, ffn, vocab, seq, layers,
 // forced routing, padding, ep 2 where cp x dp allows. Never with tp > 1
 // without sp (Megatron's rule).
 void pick_moe(RunConfig& c, bool always);
-void pick_graphs(
-    RunConfig& c);  // graphs, graph-warmup, graph-scope, steps (a replay step when graphed)
+// graphs, graph-warmup, graph-scope, steps (a replay step when graphed)
+void pick_graphs(RunConfig& c);
 void pick_recompute(RunConfig& c);    // every kind; full recompute never with per-layer graphs
 void pick_metrics(RunConfig& c);      // a non-empty subset, weighted to residual and logit metrics
 void pick_launch(RunConfig& c);       // threads; processes rarely, world <= 2 only
+void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
 
 // A whole scenario: the pieces above, in order.
 rc::Gen<RunConfig> gen_scenario();

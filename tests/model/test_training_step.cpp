@@ -181,6 +181,40 @@ TEST(TrainingStepDriver, SgdChangesTheWeightsAndLrZeroKeepsThem) {
   EXPECT_EQ(recorder.size(), 3 * (6 * mc.layers + 1) * 2);
 }
 
+// --eval-every: an evaluation after every N-th step that observes nothing,
+// changes no training result, and whose loss is the eval batch's mean token
+// loss under the weights after that step (lr 0: each evaluation sees the same
+// weights and the same-sized batch of its own).
+TEST(TrainingStepDriver, EvaluationAfterEveryNthStepIsSilentAndLeavesTrainingAlone) {
+  at::set_num_threads(1);
+  ModelConfig mc = model_config_from(small_run(1, 1, 1, false));
+  mc.dropout = 0.2;  // evaluation runs with training off: no dropout mask drawn
+  auto backend = make_backend("reference");
+  auto run_with = [&](std::int64_t eval_every, TraceRecorder* recorder) {
+    GPTModel model(mc, *backend, ParallelContext::single());
+    TrainingOptions o;
+    o.steps = 4;
+    o.microbatches = 2;
+    o.lr = 0.5;
+    o.eval_every = eval_every;
+    o.recorder = recorder;
+    return run_training(model, o);
+  };
+  TraceRecorder plain_trace(0), eval_trace(0);
+  const TrainingResult plain = run_with(0, &plain_trace);
+  const TrainingResult evaluated = run_with(2, &eval_trace);
+  EXPECT_EQ(plain_trace.size(), eval_trace.size());  // evaluations observe nothing
+  for (std::size_t s = 0; s < 4; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    EXPECT_TRUE(std::isnan(plain.steps[s].eval_loss));
+    EXPECT_EQ(evaluated.steps[s].loss, plain.steps[s].loss);  // the RNG stream is untouched
+    EXPECT_EQ(evaluated.steps[s].grad_digest, plain.steps[s].grad_digest);
+    EXPECT_EQ(std::isnan(evaluated.steps[s].eval_loss), s % 2 == 0);  // after steps 1 and 3
+  }
+  EXPECT_GT(evaluated.steps[1].eval_loss, 0);
+  EXPECT_NE(evaluated.steps[1].eval_loss, evaluated.steps[3].eval_loss);  // weights moved
+}
+
 TEST(TrainingStepDriver, TheTraceIsDeterministic) {
   const RunConfig c = small_run(2, 1, 2, true);
   const std::string a = trace_jsonl(run(c));
