@@ -477,6 +477,20 @@ TEST(Properties, ShardedGradientsCombinePiecesAndCompareWithTheSingleRankRun) {
   p = check_sharded_gradients(single, {&run});
   EXPECT_EQ(p.status, Status::fail);
   EXPECT_NE(p.reason.find("(a) step 0 loss: 5 vs single-rank 2.5"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.worst_site, "loss");
+  EXPECT_EQ(p.worst_label, "global");
+  // Only one layer's gradient off: the report names the parameter and its layer.
+  for (RankRun& r : run.ranks) {
+    r.steps[0].loss /= 2;
+    for (auto& [name, n] : r.steps[0].grad_norms) n /= 2;
+    r.steps[0].grad_norms["decoder.layers.1.mlp.linear_fc1.weight"] = 1.0;
+    r.parameter_tp["decoder.layers.1.mlp.linear_fc1.weight"] = "replica";
+  }
+  single.ranks[0].steps[0].grad_norms["decoder.layers.1.mlp.linear_fc1.weight"] = 2.0;
+  p = check_sharded_gradients(single, {&run});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_EQ(p.worst_site, "decoder.layers.1.mlp.linear_fc1.weight");
+  EXPECT_EQ(p.worst_label, "decoder.layers.1");
   // No sharded run: SKIP.
   p = check_sharded_gradients(single, {&single});
   EXPECT_EQ(p.status, Status::skip) << p.reason;

@@ -11,6 +11,7 @@
 
 #include "harness/checks/properties/common.h"
 #include "harness/checks/tolerance.h"
+#include "harness/metrics/collector.h"
 #include "harness/parallel/topology.h"
 
 namespace parity::checks {
@@ -26,27 +27,31 @@ PropertyResult check_sharded_gradients(const CheckRun& single,
   const std::vector<StepData>& want = single.ranks[0].steps;
   ErrorTracker errors;
   std::int64_t compared = 0;
-  auto check = [&](const CheckRun& run, std::size_t step, const std::string& what, double got,
-                   double expected) {
+  // `site`: the parameter's name, or "loss" / "eval loss" (the report's worst
+  // site; its layer, or "global", is the worst label).
+  auto check = [&](const CheckRun& run, std::size_t step, const std::string& what,
+                   const std::string& site, double got, double expected) {
     double abs_err = 0, rel_err = 0;
     const bool ok = within(got, expected, tol, &abs_err, &rel_err);
-    errors.add(abs_err, rel_err, what, "step " + std::to_string(step));
+    const std::string label = layer_label(site);
+    errors.add(abs_err, rel_err, site, label.empty() ? "global" : label);
     ++compared;
     if (!ok)
       fail(p,
            "(" + run.name + ") step " + std::to_string(step) + " " + what + ": " + num(got) +
                " vs single-rank " + num(expected) + " (abs " + num(abs_err) + ", rel " +
                num(rel_err) + " > " + tolerances.basis + " rel " + num(tol) + ")",
-           what);
+           site);
   };
   for (const CheckRun* run : sharded) {
     const RunConfig& c = run->config;
     if (c.world_size() < 2 || run->ranks.empty()) continue;
     const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep);
     for (std::size_t s = 0; s < want.size() && s < run->ranks[0].steps.size(); ++s) {
-      check(*run, s, "loss", run->ranks[0].steps[s].loss, want[s].loss);
+      check(*run, s, "loss", "loss", run->ranks[0].steps[s].loss, want[s].loss);
       if (!std::isnan(want[s].eval_loss))
-        check(*run, s, "eval loss", run->ranks[0].steps[s].eval_loss, want[s].eval_loss);
+        check(*run, s, "eval loss", "eval loss", run->ranks[0].steps[s].eval_loss,
+              want[s].eval_loss);
       // parameter -> piece (TP rank of a shard, -1 for a replica) -> its norm.
       std::map<std::string, std::map<int, double>> pieces;
       for (const RankRun& r : run->ranks) {
@@ -70,7 +75,7 @@ PropertyResult check_sharded_gradients(const CheckRun& single,
         }
         double sum_sq = 0;
         for (const auto& [piece, n] : it->second) sum_sq += n * n;
-        check(*run, s, "gradient " + name, std::sqrt(sum_sq), norm);
+        check(*run, s, "gradient " + name, name, std::sqrt(sum_sq), norm);
       }
     }
   }
