@@ -40,6 +40,17 @@ double sum_over(Communicator* c, double v) {
   return c->all_reduce(at::tensor({v}, at::kDouble), ReduceOp::sum).item<double>();
 }
 
+// The tokens of the global batch of `microbatches` microbatches per DP rank:
+// what each rank's token losses are divided by, so their sum over CP and DP is
+// the batch mean. `cp_rank_only` is the CP bug class of the faults
+// cp-loss-scale and eval-loss-cp-unscaled: the CP rank's own tokens instead.
+double global_tokens(const GPTModel& model, std::int64_t microbatches, bool cp_rank_only) {
+  const ModelConfig& c = model.config();
+  const ParallelContext& par = model.parallel();
+  const double sequence = cp_rank_only ? double(c.seq) / double(par.cp_size()) : double(c.seq);
+  return sequence * double(c.micro_batch) * double(microbatches) * double(par.dp_size());
+}
+
 // The evaluation forward after `step` (TrainingOptions::eval_every): no grad,
 // training off (no dropout, no aux loss, layers eager), observations
 // suspended (an evaluation is no training step's observation), seeded eval
@@ -49,11 +60,8 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
   const ParallelContext& par = model.parallel();
   // Fault eval-loss-cp-unscaled (transformers PR 48167): the evaluation path
   // normalizes by the CP rank's own tokens, as if the sequence were whole.
-  const double sequence_tokens = fault_active(CodePathFault::eval_loss_cp_unscaled)
-                                     ? double(c.seq) / double(par.cp_size())
-                                     : double(c.seq);
   const double tokens =
-      sequence_tokens * double(c.micro_batch) * double(o.microbatches) * double(par.dp_size());
+      global_tokens(model, o.microbatches, fault_active(CodePathFault::eval_loss_cp_unscaled));
   const std::int64_t base = (std::int64_t{1} << 30) + step * o.microbatches * par.dp_size();
   at::NoGradGuard no_grad;
   auto quiet = suspend_tensor_observations();
@@ -64,8 +72,8 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
   for (std::int64_t m = 0; m < o.microbatches; ++m) {
     const MicrobatchData data = microbatch_data(
         c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
-    const at::Tensor logits = model.forward(model.slice_sequence(data.tokens), positions,
-                                            model.config().runtime_gather_output);
+    const at::Tensor logits =
+        model.forward(model.slice_sequence(data.tokens), positions, c.runtime_gather_output);
     share +=
         model.token_losses(logits, model.slice_sequence(data.labels)).sum().item<double>() / tokens;
   }
@@ -82,15 +90,12 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   const ModelConfig& c = model.config();
   const ParallelContext& par = model.parallel();
   // Fault cp-loss-scale (Megatron-LM #673, #906): the CP rank's own tokens.
-  const double sequence_tokens = fault_active(CodePathFault::cp_loss_scale)
-                                     ? double(c.seq) / double(par.cp_size())
-                                     : double(c.seq);
-  const double global_tokens =
-      sequence_tokens * double(c.micro_batch) * double(o.microbatches) * double(par.dp_size());
+  const double batch_tokens =
+      global_tokens(model, o.microbatches, fault_active(CodePathFault::cp_loss_scale));
   const std::int64_t step_base = step * o.microbatches * par.dp_size();
   const at::Tensor positions = model.local_positions();
   // Each microbatch's MoE aux loss is its share of the step's mean, as each
-  // token's LM loss is (global_tokens below).
+  // token's LM loss is (batch_tokens below).
   model.runtime().aux_loss_scale = 1.0 / (double(o.microbatches) * double(par.dp_size()));
 
   StepResult r;
@@ -127,7 +132,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       const at::Tensor& labels = in[static_cast<std::size_t>(2 + 2 * m)];
       const at::Tensor logits = model.forward(tokens, in[0], model.config().runtime_gather_output);
       const at::Tensor token_losses = model.token_losses(logits, labels);
-      const at::Tensor loss = token_losses.sum() / global_tokens;
+      const at::Tensor loss = token_losses.sum() / batch_tokens;
       loss.backward();
       out.push_back(logits.detach());
       out.push_back(loss.detach());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 #include "harness/checks/properties.h"
@@ -405,20 +406,30 @@ TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
 
 // replica_consistency on a hand-built tp 2 x dp 2 run: a TP shard's copies are
 // the ranks with the same TP rank, a TP replica's copies are every rank.
-TEST(Properties, ReplicaConsistencyComparesEachPiecesCopies) {
+// A hand-built tp 2 x dp 2 run (a), one step, holding a TP-replicated
+// "norm.weight" and a TP-sharded "fc1.weight"; `step(rank)` fills each rank's step.
+CheckRun tp2_dp2_run(const std::function<StepData(int rank)>& step) {
   CheckRun run;
   run.name = "a";
+  run.config.dtype = DType::fp64;
   run.config.tp = 2;
   run.config.dp = 2;
   for (int rank = 0; rank < 4; ++rank) {
     RankRun r;
     r.rank = rank;
     r.parameter_tp = {{"norm.weight", "replica"}, {"fc1.weight", "shard"}};
-    StepData s;
-    s.grads = {{"norm.weight", "n"}, {"fc1.weight", "w" + std::to_string(rank % 2)}};
-    r.steps.push_back(s);
+    r.steps.push_back(step(rank));
     run.ranks.push_back(r);
   }
+  return run;
+}
+
+TEST(Properties, ReplicaConsistencyComparesEachPiecesCopies) {
+  CheckRun run = tp2_dp2_run([](int rank) {
+    StepData s;
+    s.grads = {{"norm.weight", "n"}, {"fc1.weight", "w" + std::to_string(rank % 2)}};
+    return s;
+  });
   PropertyResult p = check_replica_consistency({&run});
   EXPECT_EQ(p.status, Status::pass) << p.reason;
   EXPECT_NE(p.reason.find("3 replicated (step, parameter, piece) groups, 8 gradient copies"),
@@ -451,21 +462,12 @@ TEST(Properties, ShardedGradientsCombinePiecesAndCompareWithTheSingleRankRun) {
   want.grad_norms = {{"norm.weight", 0.5}, {"fc1.weight", 5.0}};
   one.steps.push_back(want);
   single.ranks.push_back(one);
-  CheckRun run;
-  run.name = "a";
-  run.config.dtype = DType::fp64;
-  run.config.tp = 2;
-  run.config.dp = 2;
-  for (int rank = 0; rank < 4; ++rank) {
-    RankRun r;
-    r.rank = rank;
-    r.parameter_tp = {{"norm.weight", "replica"}, {"fc1.weight", "shard"}};
+  CheckRun run = tp2_dp2_run([](int rank) {
     StepData s;
     s.loss = 2.5;
     s.grad_norms = {{"norm.weight", 0.5}, {"fc1.weight", rank % 2 == 0 ? 3.0 : 4.0}};  // 3-4-5
-    r.steps.push_back(s);
-    run.ranks.push_back(r);
-  }
+    return s;
+  });
   PropertyResult p = check_sharded_gradients(single, {&run});
   EXPECT_EQ(p.status, Status::pass) << p.reason;
   EXPECT_NE(p.reason.find("3 losses and gradient norms"), std::string::npos) << p.reason;
