@@ -108,7 +108,9 @@ class GraphRunner {
   // values and .grad a captured iteration must leave where they are (a CUDA
   // runner hands the .grad buffers its captured backward writes back to them
   // after every replay; the reference, whose capture runs kernels on the host,
-  // puts values and gradients back after the capture).
+  // puts values and gradients back after the capture). Also the model's
+  // persistent buffers that a forward writes in place (an MoE router's step
+  // counters): they have no .grad, and the reference puts their values back.
   virtual void set_static_parameters(const std::vector<at::Tensor>& parameters) = 0;
   // Runs one iteration (forward and backward of every microbatch) of `body` on
   // `inputs`, the iteration's batch: eager, captured (between

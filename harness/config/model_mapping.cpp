@@ -70,6 +70,8 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.moe.layers = c.moe_layers;
   m.moe.aux_loss_coef = c.moe_aux_loss;
   m.moe.seq_aux_loss = c.moe_seq_aux_loss;
+  m.moe.z_loss_coef = c.moe_z_loss;
+  m.moe.per_layer_logging = c.moe_per_layer_logging;
   m.moe.expert_bias_rate = c.moe_expert_bias;
   m.moe.capacity_factor = c.moe_capacity_factor;
   m.moe.shared_expert_ffn = c.moe_shared_expert_ffn;

@@ -120,13 +120,15 @@ struct RunConfig {
   int moe_experts = 0;
   int moe_topk = 2;
   RouterScoreOption moe_score = RouterScoreOption::softmax;
-  int moe_ffn_hidden = 0;            // 0 = ffn_hidden
-  std::string moe_layers = "all";    // all | every:N | comma list of layer indices
-  double moe_aux_loss = 0.0;         // switch load-balancing loss coefficient
-  bool moe_seq_aux_loss = false;     // per sequence (Megatron's seq_aux_loss), not per microbatch
-  double moe_expert_bias = 0.0;      // aux-loss-free bias update rate
-  double moe_capacity_factor = 0.0;  // 0 = dropless
-  int moe_shared_expert_ffn = 0;     // 0 = no shared expert
+  int moe_ffn_hidden = 0;              // 0 = ffn_hidden
+  std::string moe_layers = "all";      // all | every:N | comma list of layer indices
+  double moe_aux_loss = 0.0;           // switch load-balancing loss coefficient
+  bool moe_seq_aux_loss = false;       // per sequence (Megatron's seq_aux_loss), not per microbatch
+  double moe_z_loss = 0.0;             // router z-loss coefficient (Megatron's moe_z_loss_coeff)
+  bool moe_per_layer_logging = false;  // log each MoE layer's losses and expert load per step
+  double moe_expert_bias = 0.0;        // aux-loss-free bias update rate
+  double moe_capacity_factor = 0.0;    // 0 = dropless
+  int moe_shared_expert_ffn = 0;       // 0 = no shared expert
   ForceRoutingOption moe_force_routing = ForceRoutingOption::none;
   double padding_fraction = 0.0;  // trailing padding tokens per sequence (router only)
   // Added (mod vocab) to every padding token's id: router_invariance's run (h).

@@ -243,6 +243,13 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(flag("moe-seq-aux-loss", &RunConfig::moe_seq_aux_loss, kModel,
                    "the load-balancing loss per sequence, averaged over the microbatch's "
                    "sequences (Megatron's seq_aux_loss); needs --moe-aux-loss > 0"));
+  f.push_back(real("moe-z-loss", &RunConfig::moe_z_loss, kModel,
+                   "router z-loss coefficient: mean over the valid tokens of "
+                   "logsumexp(logits)^2 (Megatron's moe_z_loss_coeff; 0 = none)",
+                   non_negative));
+  f.push_back(flag("moe-per-layer-logging", &RunConfig::moe_per_layer_logging, kModel,
+                   "log every MoE layer's load-balancing loss, z-loss and expert load each "
+                   "step as metrics (Megatron's MoE metrics tracker, moe_per_layer_logging)"));
   f.push_back(real("moe-expert-bias", &RunConfig::moe_expert_bias, kModel,
                    "aux-loss-free expert bias update rate per step (0 = no bias)", non_negative));
   f.push_back(real("moe-capacity-factor", &RunConfig::moe_capacity_factor, kModel,

@@ -55,6 +55,8 @@ std::string run_key(const std::string& model_field) {
       {"moe_layers", "moe-layers"},
       {"moe_aux_loss", "moe-aux-loss"},
       {"moe_seq_aux_loss", "moe-seq-aux-loss"},
+      {"moe_z_loss", "moe-z-loss"},
+      {"moe_per_layer_logging", "moe-per-layer-logging"},
       {"moe_expert_bias", "moe-expert-bias"},
       {"moe_capacity_factor", "moe-capacity-factor"},
       {"moe_shared_expert_ffn", "moe-shared-expert-ffn"},

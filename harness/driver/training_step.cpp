@@ -8,6 +8,7 @@
 #include <ctime>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -101,6 +102,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   StepResult r;
   r.step = step;
   for (Parameter& p : model.parameters()) p.value.mutable_grad() = at::Tensor();
+  model.begin_step();
   // The iteration's batch is computed on the host first and handed to the
   // graph runner as the iteration's inputs (a captured iteration reads it from
   // static buffers that each replay refills). The body returns each
@@ -164,6 +166,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   if (o.after_backward) o.after_backward(step, logits_of, token_losses_of);
   model.finalize_grads();
   if (o.after_finalize_grads) o.after_finalize_grads(step);
+  // Megatron logs the MoE tracker after the step's forward and backward passes.
+  for (LoggedStatistic& s : model.logged_moe_statistics(o.microbatches))
+    r.metrics.push_back({std::move(s.metric), std::move(s.label), s.value});
   r.loss = sum_over(par.dp, sum_over(par.cp, loss_share));
   at::NoGradGuard no_grad;
   r.grad_digest = kFnvOffset;
@@ -236,6 +241,10 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
       for (const MetricResult& m : collector->commit(*o.executor))
         result.steps.back().metrics.push_back({m.metric, m.label, m.value});
     }
+    std::vector<StepMetric>& metrics = result.steps.back().metrics;
+    std::sort(metrics.begin(), metrics.end(), [](const StepMetric& a, const StepMetric& b) {
+      return std::tie(a.metric, a.label) < std::tie(b.metric, b.label);
+    });
     if (o.after_step) o.after_step(s);
   }
   return result;

@@ -79,7 +79,8 @@ struct StepResult {
   std::vector<std::pair<std::string, std::uint64_t>> grad_digests;
   // Each gradient's L2 norm in fp64 (compared within tolerance where digests differ).
   std::vector<std::pair<std::string, double>> grad_norms;
-  // The collector's results of the step, sorted by (metric, label).
+  // The collector's results of the step and, with --moe-per-layer-logging,
+  // the MoE tracker's (GPTModel::logged_moe_statistics), sorted by (metric, label).
   std::vector<StepMetric> metrics;
   // The evaluation loss after this step (the mean over the eval batch's
   // tokens, all-reduced over CP and DP); NaN when no evaluation ran.

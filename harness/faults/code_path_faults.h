@@ -51,8 +51,12 @@ enum class CodePathFault : std::uint8_t {
   cp_loss_scale,
   cp_kv_grad_local_only,
   eval_loss_cp_unscaled,
+  aux_loss_tracked_on_recompute,
+  router_stats_include_padding,
+  expert_load_count_ungated,
+  aux_loss_tracker_host_side,
 };
-inline constexpr int kCodePathFaultCount = 27;
+inline constexpr int kCodePathFaultCount = 31;
 static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {

@@ -11,6 +11,7 @@
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
 #include "harness/observation/thread_context.h"
+#include "harness/recompute/checkpoint.h"
 
 namespace parity {
 
@@ -240,6 +241,7 @@ struct ReplayFunction : torch::autograd::Function<ReplayFunction> {
       GraphPhaseScope replay(GraphPhase::replay);  // checkpoints stay bypassed
       at::AutoGradMode grad_on(true);
       auto quiet = suspend_tensor_observations();
+      RecomputationScope recomputing;  // the forward replay was this region's execution
       outs = r.fn(in);
       if (call->rng != nullptr) call->rng->restore(backward_state);
     }

@@ -406,6 +406,9 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
   graph_runner_->configure(GraphSettings{config_.graphs, config_.graph_warmup, rng_.get()});
   std::vector<at::Tensor> values;
   for (const Parameter& p : params_.parameters()) values.push_back(p.value);
+  for (const TransformerLayer& layer : layers_)
+    if (layer.moe())
+      for (const at::Tensor& b : layer.moe()->router().persistent_buffers()) values.push_back(b);
   graph_runner_->set_static_parameters(values);
 }
 
@@ -497,6 +500,50 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
   };
   const bool last = index + 1 == config_.layers;  // Megatron hands out a clone of the last layer's buffer
   return graph_runner_->run_region(layer->canonical_name(), fn, {h}, last)[0];
+}
+
+void GPTModel::begin_step() {
+  for (TransformerLayer& layer : layers_)
+    if (layer.moe()) layer.moe()->router().begin_step();
+}
+
+std::vector<LoggedStatistic> GPTModel::logged_moe_statistics(std::int64_t microbatches) {
+  const MoeConfig& m = config_.moe;
+  if (!m.per_layer_logging) return {};
+  // One fp64 vector of every layer's [losses (2), load (E)], reduced at once.
+  std::vector<at::Tensor> parts;
+  std::vector<const TransformerLayer*> moe_layers;
+  for (const TransformerLayer& layer : layers_) {
+    if (!layer.moe()) continue;
+    const TopKRouter& router = layer.moe()->router();
+    parts.push_back(router.step_tracked_losses().to(at::kDouble));
+    parts.push_back(router.step_tokens_per_expert().to(at::kDouble));
+    moe_layers.push_back(&layer);
+  }
+  if (parts.empty()) return {};
+  at::NoGradGuard no_grad;
+  const ParallelContext& par = runtime_.parallel;
+  const auto sum_over = [](Communicator* c, const at::Tensor& t) {
+    return c && c->size() > 1 ? c->all_reduce(t.contiguous(), ReduceOp::sum) : t;
+  };
+  at::Tensor all = at::cat(parts);
+  // The sequence's ranks hold shares (tp under SP, cp); DP ranks hold other data.
+  if (config_.sequence_parallel) all = sum_over(par.tp, all);
+  all = sum_over(par.dp, sum_over(par.cp, all)).cpu();
+  const double* v = all.data_ptr<double>();
+  const double per_microbatch = 1.0 / (double(microbatches) * double(par.dp_size()));
+  std::vector<LoggedStatistic> out;
+  const std::int64_t stride = 2 + m.experts;
+  for (std::size_t l = 0; l < moe_layers.size(); ++l) {
+    const std::string layer = moe_layers[l]->canonical_name();
+    const double* row = v + static_cast<std::int64_t>(l) * stride;
+    if (m.aux_loss_coef > 0)
+      out.push_back({"moe-load-balancing-loss", layer, row[0] * per_microbatch});
+    if (m.z_loss_coef > 0) out.push_back({"moe-z-loss", layer, row[1] * per_microbatch});
+    for (std::int64_t e = 0; e < m.experts; ++e)
+      out.push_back({"moe-expert-load", layer + "/expert-" + std::to_string(e), row[2 + e]});
+  }
+  return out;
 }
 
 void GPTModel::end_step() {

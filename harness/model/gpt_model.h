@@ -221,6 +221,14 @@ class Embedding : public Module {
   at::Tensor word_, position_;  // position_ undefined under rope
 };
 
+// One value of Megatron's MoE metrics tracker for a step (see
+// GPTModel::logged_moe_statistics).
+struct LoggedStatistic {
+  std::string metric;  // "moe-load-balancing-loss", "moe-z-loss", "moe-expert-load"
+  std::string label;   // "decoder.layers.1", or "decoder.layers.1/expert-3" for the load
+  double value = 0;
+};
+
 class GPTModel {
  public:
   // The backend must outlive the model. The model owns its RNG tracker, seeded
@@ -274,6 +282,22 @@ class GPTModel {
   // create_cudagraphs: K warmup runs and one capture per layer); later calls do
   // nothing. A no-op in the other modes.
   void end_step();
+  // Before each training step: MoE routers zero their step counters
+  // (TopKRouter::begin_step).
+  void begin_step();
+  // Megatron's MoE metrics tracker with moe_per_layer_logging (track_moe_metrics),
+  // after a step's forward and backward passes of `microbatches` microbatches
+  // and before end_step; every rank must call it (collectives over tp, cp and
+  // dp), and every rank returns the same values. Per MoE layer, in layer order:
+  //   moe-load-balancing-loss  (with --moe-aux-loss) and moe-z-loss (with
+  //       --moe-z-loss): the microbatch's loss (the ranks' shares summed over
+  //       the ranks that split the sequence), averaged over the step's
+  //       microbatches and the DP ranks: the single-rank run's mean over the
+  //       same microbatches
+  //   moe-expert-load  per expert: the step's valid dispatched tokens of the
+  //       global batch (summed over microbatches, sequence splits and DP)
+  // Empty without --moe-per-layer-logging.
+  std::vector<LoggedStatistic> logged_moe_statistics(std::int64_t microbatches);
   // Full-iteration graphs: wraps one iteration's forward/backward (Megatron's
   // FullCudaGraphWrapper around forward_backward_func) on the iteration's
   // batch `inputs`: iterations < K eager, iteration K captured then replayed,

@@ -112,6 +112,8 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
     needs_experts("moe_layers", m.layers != dense.layers, m.layers);
     needs_experts("moe_aux_loss", m.aux_loss_coef != dense.aux_loss_coef, str(m.aux_loss_coef));
     needs_experts("moe_seq_aux_loss", m.seq_aux_loss, "true");
+    needs_experts("moe_z_loss", m.z_loss_coef != dense.z_loss_coef, str(m.z_loss_coef));
+    needs_experts("moe_per_layer_logging", m.per_layer_logging, "true");
     needs_experts("moe_expert_bias", m.expert_bias_rate != dense.expert_bias_rate,
                   str(m.expert_bias_rate));
     needs_experts("moe_capacity_factor", m.capacity_factor != dense.capacity_factor,
@@ -159,6 +161,7 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
   if (m.seq_aux_loss && !(m.aux_loss_coef > 0))
     add("moe_seq_aux_loss", "true", "needs moe_aux_loss > 0 (it chooses how that loss is taken)",
         {"moe_aux_loss"});
+  finite_at_least_zero("moe_z_loss", m.z_loss_coef);
   finite_at_least_zero("moe_expert_bias", m.expert_bias_rate);
   finite_at_least_zero("moe_capacity_factor", m.capacity_factor);
   if (!(m.padding_fraction >= 0.0 && m.padding_fraction < 1.0)) {

@@ -42,8 +42,13 @@ struct MoeConfig {
   // Which layers are MoE: "all", "every:N" (layer i when i % N == 0, Megatron's
   // moe_layer_freq) or a comma list of layer indices.
   std::string layers = "all";
-  double aux_loss_coef = 0.0;          // switch load-balancing loss; 0 = none
-  bool seq_aux_loss = false;           // per sequence, averaged (Megatron's seq_aux_loss)
+  double aux_loss_coef = 0.0;  // switch load-balancing loss; 0 = none
+  bool seq_aux_loss = false;   // per sequence, averaged (Megatron's seq_aux_loss)
+  double z_loss_coef = 0.0;    // router z-loss (Megatron's moe_z_loss_coeff); 0 = none
+  // Megatron's MoE metrics tracker with moe_per_layer_logging: each step logs
+  // every MoE layer's load-balancing loss, z-loss and expert load
+  // (GPTModel::logged_moe_statistics).
+  bool per_layer_logging = false;
   double expert_bias_rate = 0.0;       // aux-loss-free balancing bias update rate; 0 = no bias
   double capacity_factor = 0.0;        // 0 = dropless; else drop tokens over capacity (by prob)
   std::int64_t shared_expert_ffn = 0;  // 0 = no shared expert

@@ -63,6 +63,16 @@ TopKRouter::TopKRouter(std::string name, const ModelConfig* config, ParameterFac
   const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(weight_.device());
   expert_bias_ = at::zeros({m.experts}, f32);
   tokens_per_expert_ = at::zeros({m.experts}, f32.dtype(at::kDouble));
+  tracked_losses_ = at::zeros({2}, f32.dtype(at::kDouble));
+}
+
+void TopKRouter::begin_step() {
+  tokens_per_expert_.zero_();
+  tracked_losses_.zero_();
+}
+
+std::vector<at::Tensor> TopKRouter::persistent_buffers() const {
+  return {expert_bias_, tokens_per_expert_, tracked_losses_};
 }
 
 Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
@@ -118,21 +128,72 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
   Routing r;
   r.probs = probs;
   r.routing_map = map;
-  const at::Tensor weight = valid.defined() ? valid.to(dtype) : at::ones({T}, scores.options());
+  // The valid tokens' weights for every router statistic: the aux loss, the
+  // z-loss and the expert load. Fault router-stats-include-padding
+  // (NVIDIA/Megatron-LM #1984): every token counts.
+  const at::Tensor weight =
+      valid.defined() && !fault_active(CodePathFault::router_stats_include_padding)
+          ? valid.to(dtype)
+          : at::ones({T}, scores.options());
   if (rt.training && is_observing_tensor(SourceKind::router_diagnostics))
     observe_diagnostics(rt, routed, map, valid, s, b);
-  if (m.aux_loss_coef > 0 && rt.training) r.aux_loss = aux_loss(rt, routed, weight, b);
-  // Expert-bias token counts: under grad only (Megatron's gate: a checkpointed
-  // layer's no-grad forward is not counted, its recomputation is), valid
-  // tokens, training steps only (a graph's warmup runs and its capture are no
-  // step's tokens; a replay's are).
-  const GraphPhase phase = current_execution_point().phase;
-  if (m.expert_bias_rate > 0 && rt.training && at::GradMode::is_enabled() &&
-      phase != GraphPhase::warmup && phase != GraphPhase::capture) {
+  if (rt.training) {
+    at::Tensor aux, z;
+    if (m.aux_loss_coef > 0) aux = aux_loss(rt, routed, weight, b);
+    // On the router's own logits: forcing replaces what routing sees only.
+    if (m.z_loss_coef > 0) z = z_loss(rt, logits.to(dtype).reshape({T, E}), weight);
+    track_losses(aux, z);
+    r.aux_loss = aux.defined() && z.defined() ? aux + z : (aux.defined() ? aux : z);
+  }
+  // The step's expert load (the expert bias's counts, the logged expert load):
+  // valid dispatched tokens, training steps only, counted by the forward
+  // execution and never by a recomputation, so once per microbatch under
+  // every recompute kind and graph mode (a captured count replays with the
+  // forward; the counts of graph warmups and captures, which run between
+  // steps, are zeroed by begin_step). Fault expert-load-count-ungated
+  // (NVIDIA-NeMo/Automodel PR 3247): a recomputation counts again.
+  if ((m.expert_bias_rate > 0 || m.per_layer_logging) && rt.training &&
+      (!in_recomputation() || fault_active(CodePathFault::expert_load_count_ungated))) {
     at::NoGradGuard no_grad;
     tokens_per_expert_ += (map.to(at::kDouble) * weight.to(at::kDouble).unsqueeze(1)).sum(0);
   }
   return r;
+}
+
+// Megatron's MoE loss tracker (save_to_aux_losses_tracker): this rank's shares
+// of the microbatch's losses, added on the device into the persistent buffer
+// (a captured graph replays the add), by the forward execution only.
+void TopKRouter::track_losses(const at::Tensor& aux, const at::Tensor& z) const {
+  if (!config_->moe.per_layer_logging || (!aux.defined() && !z.defined())) return;
+  // Fault aux-loss-tracked-on-recompute (NVIDIA/Megatron-LM #1330, #1478): the
+  // recomputation of a checkpointed router records its losses again.
+  if (in_recomputation() && !fault_active(CodePathFault::aux_loss_tracked_on_recompute)) return;
+  // Fault aux-loss-tracker-host-side (NVIDIA/Megatron-LM PR 7518): the
+  // accumulation is host code, which a graph replay does not run.
+  if (fault_active(CodePathFault::aux_loss_tracker_host_side) &&
+      current_execution_point().phase == GraphPhase::replay)
+    return;
+  at::NoGradGuard no_grad;
+  const at::Tensor zero = at::zeros({}, tracked_losses_.options());
+  tracked_losses_ += at::stack({aux.defined() ? aux.detach().to(at::kDouble) : zero,
+                                z.defined() ? z.detach().to(at::kDouble) : zero});
+}
+
+// Megatron's router z-loss (ST-MoE): coef * mean over the microbatch's valid
+// tokens of logsumexp(logits)^2, this rank's share (its tokens' sum over the
+// valid tokens of the whole microbatch, counted over the ranks that split the
+// sequence), so the shares add up as the aux loss's do.
+at::Tensor TopKRouter::z_loss(const ModelRuntime& rt, const at::Tensor& logits,
+                              const at::Tensor& weight) const {
+  at::Tensor n;
+  {
+    at::NoGradGuard no_grad;
+    n = weight.sum().reshape({1});
+    if (config_->sequence_parallel) n = sum_over(rt.parallel.tp, n);
+    n = sum_over(rt.parallel.cp, n);
+  }
+  const at::Tensor lse = at::logsumexp(logits, -1);  // [T]
+  return (lse * lse * weight).sum() / n.clamp_min(1.0).squeeze(0) * config_->moe.z_loss_coef;
 }
 
 // Router observations: the raw logits (never the forced ones) and the

@@ -27,7 +27,9 @@ namespace parity {
 struct Routing {
   at::Tensor probs;        // [T, E] combine weights, 0 where not dispatched (grad flows)
   at::Tensor routing_map;  // [T, E] bool: dispatched (after bias, forcing, capacity)
-  at::Tensor aux_loss;     // scalar, this rank's share; undefined without --moe-aux-loss
+  // Scalar, this rank's share of the microbatch's auxiliary losses (the
+  // load-balancing loss plus the z-loss); undefined with neither.
+  at::Tensor aux_loss;
 };
 
 // Megatron's TopKRouter: gating linear (weight [E, h], replicated over TP),
@@ -45,8 +47,20 @@ class TopKRouter : public Module {
   // --moe-expert-bias.
   void update_expert_bias(const ModelRuntime& rt);
   const at::Tensor& expert_bias() const { return expert_bias_; }
-  // The valid dispatched tokens per expert counted since the last update.
+  // The valid dispatched tokens per expert counted in this step: the expert
+  // load of the step's forwards, once per microbatch (see forward).
   const at::Tensor& step_tokens_per_expert() const { return tokens_per_expert_; }
+  // Megatron's MoE loss tracker for this layer: [2] fp64, this rank's shares of
+  // the step's load-balancing loss and z-loss, summed over its microbatches,
+  // recorded once per microbatch (never by a recomputation).
+  const at::Tensor& step_tracked_losses() const { return tracked_losses_; }
+  // Before each training step: zeroes the step's counters in place (their
+  // storage is what captured graphs write; warmup and capture ran since the
+  // last step and left their counts there).
+  void begin_step();
+  // The router's persistent state that a forward writes in place (the expert
+  // bias, the step's counters): a captured iteration's static state.
+  std::vector<at::Tensor> persistent_buffers() const;
 
  private:
   void observe_sites(const at::Tensor& logits, const at::Tensor& valid) const;
@@ -55,6 +69,9 @@ class TopKRouter : public Module {
   // b: sequences in the microbatch (the groups of the sequence-level variant).
   at::Tensor aux_loss(const ModelRuntime& rt, const at::Tensor& routed, const at::Tensor& weight,
                       std::int64_t b) const;
+  at::Tensor z_loss(const ModelRuntime& rt, const at::Tensor& logits,
+                    const at::Tensor& weight) const;
+  void track_losses(const at::Tensor& aux, const at::Tensor& z) const;
   at::Tensor capacity_keep(const ModelRuntime& rt, const at::Tensor& probs, const at::Tensor& map,
                            const at::Tensor& positions, std::int64_t b) const;
 
@@ -62,6 +79,7 @@ class TopKRouter : public Module {
   std::int64_t layer_index_;
   at::Tensor expert_bias_;                // [E] fp32 (all zeros without --moe-expert-bias)
   mutable at::Tensor tokens_per_expert_;  // [E] fp64 valid dispatched tokens of the step
+  mutable at::Tensor tracked_losses_;     // [2] fp64 (step_tracked_losses)
   mutable at::Tensor forced_logits_;      // --moe-force-routing random: [seq, b, E], made once
 };
 

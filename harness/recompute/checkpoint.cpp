@@ -136,6 +136,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       RngRestoreScope rng(state->rng, state->snapshot);
       at::AutoGradMode enable_grad(true);
       RecomputeObservationScope quiet;
+      RecomputationScope recomputing;
       log_execution(state->name, RecomputeExecution::recompute);
       outs = state->fn(detached);
     }
@@ -163,6 +164,14 @@ bool checkpoint_bypassed() {
   const GraphPhase p = current_execution_point().phase;
   return p == GraphPhase::warmup || p == GraphPhase::capture || p == GraphPhase::replay;
 }
+
+namespace {
+thread_local int t_recomputation_depth = 0;
+}  // namespace
+
+RecomputationScope::RecomputationScope() { ++t_recomputation_depth; }
+RecomputationScope::~RecomputationScope() { --t_recomputation_depth; }
+bool in_recomputation() { return t_recomputation_depth > 0; }
 
 std::string_view to_string(RecomputeExecution e) {
   switch (e) {
@@ -227,6 +236,7 @@ struct WithoutOutputState : torch::CustomClassHolder {
       RngRestoreScope restore(rng, snapshot);
       at::AutoGradMode enable_grad(true);
       RecomputeObservationScope quiet;
+      RecomputationScope recomputing;
       log_execution(name, RecomputeExecution::recompute);
       recomputed = fn(detached_input);
     }

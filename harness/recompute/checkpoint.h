@@ -38,6 +38,20 @@ using CheckpointFn = std::function<std::vector<at::Tensor>(const std::vector<at:
 // capture, or the emulated replay of a captured region).
 bool checkpoint_bypassed();
 
+// True on this thread while a checkpoint recomputes its function (both kinds),
+// or the CPU graph emulation recomputes a replayed region for its backward:
+// what runs now already ran once in this microbatch's forward. State that
+// counts forward executions (Megatron's MoE loss tracker) records nothing then.
+bool in_recomputation();
+// RAII: in_recomputation() is true on this thread for its lifetime.
+class [[nodiscard]] RecomputationScope {
+ public:
+  RecomputationScope();
+  ~RecomputationScope();
+  RecomputationScope(const RecomputationScope&) = delete;
+  RecomputationScope& operator=(const RecomputationScope&) = delete;
+};
+
 // Megatron's tensor_parallel.checkpoint. `rng` may be null (no random ops in
 // fn). `name` labels the region in the recompute log.
 std::vector<at::Tensor> checkpoint(const CheckpointFn& fn, const std::vector<at::Tensor>& inputs,

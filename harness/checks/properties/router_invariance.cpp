@@ -8,6 +8,14 @@
 // routed experts, capacity lets padding displace valid tokens, and even
 // dropless an expert's GEMM over a different number of rows rounds its rows
 // differently.
+//
+// The same holds for what the router logs (--moe-per-layer-logging, field bug
+// NVIDIA/Megatron-LM #1984): the first MoE layer's z-loss in step 0 (on the
+// router's own logits, so also under forcing) and, without forcing, its
+// load-balancing loss and, dropless, its expert load must be bitwise equal in
+// (a) and (h): padding tokens weigh nothing in any of them.
+#include <cmath>
+
 #include "harness/checks/properties/common.h"
 #include "harness/config/model_mapping.h"
 #include "harness/metrics/collector.h"
@@ -24,6 +32,34 @@ bool router_site(const std::string& site) {
         site.compare(site.size() - std::string(s).size(), std::string::npos, s) == 0)
       return true;
   return false;
+}
+
+// The logged statistics of `layer` in step 0 that (h) must reproduce bitwise.
+std::int64_t compare_logged_statistics(const CheckRun& a, const CheckRun& h,
+                                       const std::string& layer, PropertyResult& p) {
+  if (a.ranks.empty() || h.ranks.empty() || a.ranks[0].steps.empty() || h.ranks[0].steps.empty())
+    return 0;
+  const RunConfig& c = a.config;
+  const bool forced = c.moe_force_routing != ForceRoutingOption::none;
+  const auto& ma = a.ranks[0].steps[0].metrics;
+  const auto& mh = h.ranks[0].steps[0].metrics;
+  std::int64_t n = 0;
+  for (const auto& [key, v] : ma) {
+    const auto& [metric, label] = key;
+    const bool wanted = (metric == "moe-z-loss" && label == layer) ||
+                        (!forced && metric == "moe-load-balancing-loss" && label == layer) ||
+                        (!forced && !(c.moe_capacity_factor > 0) && metric == "moe-expert-load" &&
+                         label.rfind(layer + "/", 0) == 0);
+    if (!wanted) continue;
+    const auto it = mh.find(key);
+    if (it == mh.end()) continue;
+    ++n;
+    if (!(v == it->second || (std::isnan(v) && std::isnan(it->second))))
+      fail(p, "(" + a.name + ") step 0 " + metric + " [" + label + "] = " + num(v) + " != (" +
+                  h.name + ") " + num(it->second) +
+                  " (bitwise): the padding tokens' content shows in what the router logs");
+  }
+  return n;
 }
 
 }  // namespace
@@ -44,9 +80,12 @@ PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h) {
     const std::string& site = std::get<3>(k);
     return std::get<1>(k) == 0 && router_site(site) && layer_label(site) == first;
   });
-  if (compared == 0) return skip(p, "no router observation in step 0", "");
+  const std::int64_t logged = compare_logged_statistics(a, *h, first, p);
+  if (compared == 0 && logged == 0)
+    return skip(p, "no router observation and no logged router statistic in step 0", "");
   if (p.status == Status::pass)
-    p.reason = std::to_string(compared) + " router observations of step 0 bitwise equal (" + first +
+    p.reason = std::to_string(compared) + " router observations and " + std::to_string(logged) +
+               " logged router statistics of step 0 bitwise equal (" + first +
                ", the first MoE layer)";
   return p;
 }
