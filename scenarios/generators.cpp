@@ -268,6 +268,13 @@ void pick_evaluation(RunConfig& c) {
   c.eval_every = weighted<int>({{1, 0}, {1, 1}});  // an evaluation forward after every step
 }
 
+void pick_moe_logging(RunConfig& c) {
+  // Drawn after everything else, for the same reason as pick_evaluation.
+  if (c.moe_experts == 0) return;
+  c.moe_z_loss = sometimes(3) ? 0.001 : 0.0;
+  c.moe_per_layer_logging = sometimes(2);
+}
+
 void pick_launch(RunConfig& c) {
   // Processes cost ~10x threads: rare, and small worlds only.
   c.launch = c.world_size() <= 2 && sometimes(12) ? LaunchMode::processes : LaunchMode::threads;
@@ -284,6 +291,7 @@ rc::Gen<RunConfig> gen_scenario() {
     pick_metrics(c);
     pick_launch(c);
     pick_evaluation(c);
+    pick_moe_logging(c);
     return c;
   });
 }
@@ -303,6 +311,7 @@ rc::Gen<RunConfig> gen_moe_scenario() {
     pick_metrics(c);
     pick_launch(c);
     pick_evaluation(c);
+    pick_moe_logging(c);
     return c;
   });
 }

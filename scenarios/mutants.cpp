@@ -11,6 +11,7 @@
 
 #include "harness/checks/check.h"
 #include "harness/faults/code_path_faults.h"
+#include "scenarios/fault_shapes.h"
 #include "scenarios/generators.h"
 #include "scenarios/quiet_listener.h"
 #include "scenarios/sharded_metric_cases.h"
@@ -89,19 +90,9 @@ Verdict judge_scenario(RunConfig& scenario, const std::string& fault) {
   // FAIL, parity check's mapping of a collective mismatch).
   if (info(*parse_code_path_fault(fault)).caught_by == "collective_symmetry")
     scenario.check_collectives = true;
-  // expert-skip-empty-rank needs an EP rank that receives no token: EP 2 where
-  // the layout allows it (else the case cannot show it: no check), and biased
-  // routing, which sends every token to experts 0..k-1, all on the first EP
-  // rank when k <= E / ep. The scenario keeps both, so the shrunk case reproduces.
-  if (fault == info(CodePathFault::expert_skip_empty_rank).name) {
-    if ((scenario.cp * scenario.dp) % 2 != 0 || scenario.moe_experts % 2 != 0) return {};
-    scenario.ep = 2;
-    scenario.moe_topk = std::min(scenario.moe_topk, scenario.moe_experts / 2);
-    scenario.moe_force_routing = ForceRoutingOption::biased;
-    // The skipped collectives may leave ranks blocked in different groups,
-    // which no fingerprint sees: the hang detector reports them at the timeout.
-    scenario.timeout = 10;
-  }
+  // Faults on a path random scenarios seldom take: shaped so they can show
+  // (fault_shapes.h); a case that cannot show the fault is not checked.
+  if (!shape_for_fault(scenario, *parse_code_path_fault(fault))) return {};
   const checks::CheckOutcome outcome = checks::execute_check(scenario, "mutants");
   Verdict v;
   if (outcome.verdict == checks::CheckVerdict::rank_failure) {

@@ -145,25 +145,27 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "recomputation too, so a recomputed MoE layer logs them twice (field bug: "
      "NVIDIA/Megatron-LM #1330, #1478)",
      "recompute_invariance",
-     "--moe-per-layer-logging with --moe-aux-loss or --moe-z-loss and a recompute kind that "
-     "checkpoints the router (full, or selective moe)"},
+     "an MoE layer with --moe-per-layer-logging, --moe-aux-loss or --moe-z-loss, and a "
+     "recompute kind that checkpoints the router (full, or selective moe)"},
     {F::router_stats_include_padding, "router-stats-include-padding",
      "the router's load-balancing loss, z-loss and expert-load counts take every token, "
      "padding included, instead of the valid ones (field bug: NVIDIA/Megatron-LM #1984)",
-     "router_invariance", "--moe-per-layer-logging with a padding mask (--padding-fraction)"},
+     "router_invariance",
+     "an MoE layer with --moe-per-layer-logging and a padding mask (--padding-fraction)"},
     {F::expert_load_count_ungated, "expert-load-count-ungated",
      "the router's expert-load counter counts every execution of the gate, so a checkpointed "
      "layer's no-grad forward and its recomputation both count (field bug: "
      "NVIDIA-NeMo/Automodel PR 3247)",
      "recompute_invariance",
-     "--moe-per-layer-logging and a recompute kind that checkpoints the router"},
+     "an MoE layer with --moe-per-layer-logging and a recompute kind that checkpoints the "
+     "router"},
     {F::aux_loss_tracker_host_side, "aux-loss-tracker-host-side",
      "the MoE loss tracker accumulates in host code instead of into its persistent device "
      "buffer, so a replayed graph, which runs no host code, adds nothing (field bug: "
      "NVIDIA/Megatron-LM PR 7518, #1494)",
      "graph_replay",
-     "--moe-per-layer-logging with --moe-aux-loss or --moe-z-loss under graphs that capture "
-     "the router, with a replay step"},
+     "an MoE layer with --moe-per-layer-logging and --moe-aux-loss or --moe-z-loss under "
+     "graphs that capture the router, with a replay step"},
 }};
 
 }  // namespace

@@ -1,0 +1,86 @@
+#include "scenarios/fault_shapes.h"
+
+#include <algorithm>
+#include <string>
+
+#include "harness/graphs/graph_scope.h"
+
+namespace parity::scenarios {
+
+namespace {
+
+// Megatron's MoE tracker logs a loss only when one is configured.
+void ensure_logged_loss(RunConfig& s) {
+  s.moe_per_layer_logging = true;
+  if (!(s.moe_aux_loss > 0) && !(s.moe_z_loss > 0)) s.moe_z_loss = 0.001;
+}
+
+// The router runs inside a checkpoint: full recompute (full-block always
+// includes layer 0, an MoE layer under every moe_layers pattern the generators
+// draw) or the selective moe module, added where needed.
+bool checkpoint_router(RunConfig& s) {
+  if (s.recompute.rfind("full-", 0) == 0) return true;
+  if (s.recompute.rfind("selective:", 0) == 0) {
+    if (s.recompute.find("moe") == std::string::npos) s.recompute += ",moe";
+  } else {
+    s.recompute = "selective:moe";
+  }
+  return true;
+}
+
+// A graph captures the router and at least one step replays it.
+bool replay_router(RunConfig& s) {
+  if (s.graphs == GraphOption::none) {
+    if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
+    s.graphs = GraphOption::per_layer;
+  }
+  if (s.graphs == GraphOption::per_layer) {
+    std::string why;
+    const auto scope = parse_graph_scope(s.graph_scope, &why);
+    if (!scope || !scope->captures_router()) s.graph_scope = "";  // the whole layer
+    s.steps = std::max(s.steps, 2);
+  } else {
+    s.steps = std::max(s.steps, s.graph_warmup + 2);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool shape_for_fault(RunConfig& s, CodePathFault fault) {
+  switch (fault) {
+    case CodePathFault::expert_skip_empty_rank:
+      // An EP rank that receives no token: EP 2 where the layout allows it,
+      // and biased routing, which sends every token to experts 0..k-1, all on
+      // the first EP rank when k <= E / ep.
+      if ((s.cp * s.dp) % 2 != 0 || s.moe_experts % 2 != 0) return false;
+      s.ep = 2;
+      s.moe_topk = std::min(s.moe_topk, s.moe_experts / 2);
+      s.moe_force_routing = ForceRoutingOption::biased;
+      // The skipped collectives may leave ranks blocked in different groups,
+      // which no fingerprint sees: the hang detector reports them at the timeout.
+      s.timeout = 10;
+      break;
+    case CodePathFault::aux_loss_tracked_on_recompute:
+      ensure_logged_loss(s);
+      if (!checkpoint_router(s)) return false;
+      break;
+    case CodePathFault::expert_load_count_ungated:
+      s.moe_per_layer_logging = true;
+      if (!checkpoint_router(s)) return false;
+      break;
+    case CodePathFault::aux_loss_tracker_host_side:
+      ensure_logged_loss(s);
+      if (!replay_router(s)) return false;
+      break;
+    case CodePathFault::router_stats_include_padding:
+      s.moe_per_layer_logging = true;
+      if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;
+      break;
+    default:
+      return true;
+  }
+  return validate_run_config(s).empty();
+}
+
+}  // namespace parity::scenarios
