@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "harness/checks/check.h"
 #include "harness/graphs/graph_scope.h"
 
 namespace parity::scenarios {
@@ -80,7 +81,7 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     default:
       return true;
   }
-  return validate_run_config(s).empty();
+  return checks::validate_check_scenario(s).empty();
 }
 
 }  // namespace parity::scenarios

@@ -574,5 +574,44 @@ TEST(Properties, BackendParityComparesNoValuesInsideACapture) {
   EXPECT_EQ(check_backend_parity(a, f).status, Status::fail);
 }
 
+// router_invariance over what the router logs (--moe-per-layer-logging, field
+// bug Megatron-LM #1984): the first MoE layer's logged statistics of step 0
+// must not move when the padding tokens' ids do; the load-balancing loss and
+// the expert load only where routing is not forced (forcing is off in (h)).
+TEST(Properties, RouterInvarianceComparesTheFirstMoeLayersLoggedStatistics) {
+  auto moe_run = [](std::string name, double z, double lb) {
+    CheckRun run = eager_run(std::move(name), 1);
+    run.config.layers = 2;
+    run.config.moe_experts = 4;
+    run.config.padding_fraction = 0.25;
+    auto& m = run.ranks[0].steps[0].metrics;
+    m[{"moe-z-loss", "decoder.layers.0"}] = z;
+    m[{"moe-load-balancing-loss", "decoder.layers.0"}] = lb;
+    m[{"moe-z-loss", "decoder.layers.1"}] = 7.0 * z;  // a later layer: not compared
+    return run;
+  };
+  const CheckRun a = moe_run("a", 0.5, 0.25);
+  const CheckRun same = moe_run("h", 0.5, 0.25);
+  PropertyResult p = check_router_invariance(a, &same);
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  EXPECT_NE(p.reason.find("2 logged router statistics"), std::string::npos) << p.reason;
+
+  CheckRun later = moe_run("h", 0.5, 0.25);
+  later.ranks[0].steps[0].metrics[{"moe-z-loss", "decoder.layers.1"}] = 1.0;
+  EXPECT_EQ(check_router_invariance(a, &later).status, Status::pass);
+
+  const CheckRun padded = moe_run("h", 0.5, 0.2500001);
+  p = check_router_invariance(a, &padded);
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("moe-load-balancing-loss [decoder.layers.0]"), std::string::npos)
+      << p.reason;
+
+  CheckRun forced = a;
+  forced.config.moe_force_routing = ForceRoutingOption::random;
+  EXPECT_EQ(check_router_invariance(forced, &padded).status, Status::pass);
+  const CheckRun z_moved = moe_run("h", 0.5000001, 0.25);
+  EXPECT_EQ(check_router_invariance(forced, &z_moved).status, Status::fail);
+}
+
 }  // namespace
 }  // namespace parity::checks

@@ -124,6 +124,9 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "--moe-aux-loss",
                                  "0.01",
                                  "--moe-seq-aux-loss",
+                                 "--moe-z-loss",
+                                 "0.002",
+                                 "--moe-per-layer-logging",
                                  "--moe-expert-bias",
                                  "0.001",
                                  "--moe-capacity-factor",
@@ -188,6 +191,8 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.moe_layers, "every:2");
   EXPECT_EQ(c.moe_aux_loss, 0.01);
   EXPECT_TRUE(c.moe_seq_aux_loss);
+  EXPECT_EQ(c.moe_z_loss, 0.002);
+  EXPECT_TRUE(c.moe_per_layer_logging);
   EXPECT_EQ(c.moe_expert_bias, 0.001);
   EXPECT_EQ(c.moe_capacity_factor, 1.25);
   EXPECT_EQ(c.moe_shared_expert_ffn, 64);
@@ -288,6 +293,7 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     std::vector<std::string> extra;
     if (f.key == "sp") extra = {"--tp", "2"};
     if (f.key == "moe-seq-aux-loss") extra = {"--moe-experts", "4", "--moe-aux-loss", "0.01"};
+    if (f.key == "moe-per-layer-logging") extra = {"--moe-experts", "4"};
     std::vector<std::string> a = {"run", on};
     a.insert(a.end(), extra.begin(), extra.end());
     ParsedCommand p = parse(a);
@@ -298,8 +304,9 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
     EXPECT_EQ(f.get(p.config), false) << off;
   }
-  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output, moe-seq-aux-loss
-  EXPECT_EQ(booleans, 7);
+  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output, moe-seq-aux-loss,
+  // moe-per-layer-logging
+  EXPECT_EQ(booleans, 8);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -444,6 +451,8 @@ std::vector<BadValue> bad_values() {
       {"--moe-layers", {"--moe-experts", "4", "--moe-layers", "every:0"}},
       one("moe-aux-loss", "-0.1"),
       {"--moe-seq-aux-loss", {"--moe-experts", "4", "--moe-seq-aux-loss"}},  // needs aux loss
+      one("moe-z-loss", "-0.1"),
+      {"--moe-per-layer-logging", {"--moe-per-layer-logging"}},  // needs experts
       one("moe-expert-bias", "-1"),
       one("moe-capacity-factor", "-2"),
       one("moe-shared-expert-ffn", "-8"),

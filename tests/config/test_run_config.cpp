@@ -441,7 +441,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 28);
+  EXPECT_EQ(ranged, 29);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {

@@ -14,6 +14,7 @@
 #include "harness/model/moe_layer.h"
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
+#include "harness/recompute/checkpoint.h"
 #include "tests/backend/gradcheck.h"
 #include "tests/support/model_configs.h"
 
@@ -99,6 +100,7 @@ TEST(MoELayer, GradientsMatchFiniteDifferences) {
       c.moe.shared_expert_ffn = 8;
       c.moe.aux_loss_coef = 0.5;
       c.moe.seq_aux_loss = seq_aux;
+      c.moe.z_loss_coef = seq_aux ? 0.3 : 0.0;  // the z-loss joins the aux loss's node
       ParameterFactory params(c, 0, 1);
       MoELayer layer("decoder.layers.0.mlp", &c, params, 0, 0, 1);
       auto rng = backend->make_rng_tracker();
@@ -120,7 +122,7 @@ TEST(MoELayer, GradientsMatchFiniteDifferences) {
             return weighted_sum(out) + aux.detach() * rt.aux_loss_scale;
           },
           leaves, 1e-6, 1e-7, 1e-5))
-          << to_string(score) << (seq_aux ? " seq aux loss" : "");
+          << to_string(score) << (seq_aux ? " seq aux loss, z-loss" : "");
     }
 }
 
@@ -170,6 +172,88 @@ TEST(TopKRouter, AuxLossIsMegatronsPerMicrobatchAndPerSequenceFormula) {
   EXPECT_NEAR(micro, want_micro, 1e-12 * want_micro);
   EXPECT_NEAR(seq, want_seq, 1e-12 * want_seq);
   EXPECT_GT(std::abs(seq - micro), 1e-6 * micro);  // the variants differ on these tokens
+}
+
+// The router z-loss against ST-MoE's formula written out: coef times the mean
+// over the microbatch's valid tokens of logsumexp(logits)^2, added to the
+// load-balancing loss on the same node.
+TEST(TopKRouter, ZLossIsTheMeanSquaredLogsumexpOverTheValidTokens) {
+  auto backend = make_backend("reference");
+  auto rng = backend->make_rng_tracker();
+  ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
+  ModelConfig c = moe_config();
+  c.moe.padding_fraction = 0.25;  // positions 6 and 7 of 8 are padding
+  ParameterFactory params(c, 0, 1);
+  TopKRouter router("decoder.layers.0.mlp.router", &c, params, 0);
+  const at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 6).detach();
+  const at::Tensor logits = at::matmul(x, params.parameters()[0].value.t());  // [s, b, E]
+  const std::int64_t valid = c.seq - c.moe.padding_tokens(c.seq);
+  const at::Tensor lse = at::logsumexp(logits.narrow(0, 0, valid), -1);
+  c.moe.z_loss_coef = 0.01;
+  const double want = (lse * lse).mean().item<double>() * 0.01;
+  EXPECT_NEAR(router.forward(rt, x, all_positions(c.seq)).aux_loss.item<double>(), want,
+              1e-12 * want);
+  c.moe.aux_loss_coef = 0.1;  // both: one scalar, the sum
+  const double both = router.forward(rt, x, all_positions(c.seq)).aux_loss.item<double>();
+  c.moe.z_loss_coef = 0.0;
+  const double aux = router.forward(rt, x, all_positions(c.seq)).aux_loss.item<double>();
+  EXPECT_NEAR(both, aux + want, 1e-12 * both);
+  c.moe.aux_loss_coef = 0.0;
+  EXPECT_FALSE(router.forward(rt, x, all_positions(c.seq)).aux_loss.defined());
+}
+
+// Megatron's MoE loss tracker: each forward execution adds the microbatch's
+// losses into the persistent buffer (the same storage throughout), a
+// recomputation adds nothing, begin_step zeroes it; and the three field-bug
+// faults of this path (docs/field-bugs.md) each change exactly that.
+TEST(TopKRouter, TrackerRecordsEachForwardOnceAndNeverARecomputation) {
+  auto backend = make_backend("reference");
+  auto rng = backend->make_rng_tracker();
+  ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
+  ModelConfig c = moe_config();
+  c.moe.aux_loss_coef = 0.1;
+  c.moe.z_loss_coef = 0.01;
+  c.moe.per_layer_logging = true;
+  ParameterFactory params(c, 0, 1);
+  TopKRouter router("decoder.layers.0.mlp.router", &c, params, 0);
+  const at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 7).detach();
+  const void* storage = router.step_tracked_losses().data_ptr();
+  auto forward = [&] { return router.forward(rt, x, all_positions(c.seq)); };
+  auto tracked = [&] { return router.step_tracked_losses().clone(); };
+
+  at::Tensor once;
+  {
+    at::NoGradGuard no_grad;  // a checkpoint's forward runs without grad: it is the one recorded
+    forward();
+    once = tracked();
+  }
+  EXPECT_GT(once[0].item<double>(), 0.0);
+  EXPECT_GT(once[1].item<double>(), 0.0);
+  {
+    RecomputationScope recomputing;
+    forward();
+  }
+  EXPECT_TRUE(at::equal(tracked(), once));
+  {
+    CodePathFaultScope fault(CodePathFault::aux_loss_tracked_on_recompute);
+    RecomputationScope recomputing;
+    forward();
+  }
+  EXPECT_TRUE(at::allclose(tracked(), 2 * once, 1e-15, 0));
+  router.begin_step();
+  EXPECT_EQ(router.step_tracked_losses().abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(router.step_tracked_losses().data_ptr(), storage);  // zeroed in place
+  {
+    ExecutionPointScope replay(ExecutionPoint{1, 0, GraphPhase::replay});
+    forward();  // a replay repeats the captured device add
+    EXPECT_TRUE(at::equal(tracked(), once));
+    CodePathFaultScope fault(CodePathFault::aux_loss_tracker_host_side);
+    forward();  // host code does not run on a replay
+    EXPECT_TRUE(at::equal(tracked(), once));
+  }
+  c.moe.per_layer_logging = false;
+  forward();
+  EXPECT_TRUE(at::equal(tracked(), once));  // nothing tracked without the logging
 }
 
 TEST(AuxLossScaler, PassesTheOutputGradientAndGivesTheAuxLossTheScale) {
@@ -288,21 +372,35 @@ TEST(TopKRouter, ExpertBiasMovesTowardBalanceAfterAStep) {
   auto rng = backend->make_rng_tracker();
   ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
   const at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 8).detach();
+  const at::Tensor sixteen_on_0_and_1 = at::tensor({16.0, 16.0, 0.0, 0.0}, at::kDouble);
   {
-    // A no-grad forward (a checkpoint's first pass) is not counted.
-    at::NoGradGuard no_grad;
-    router.forward(rt, x, all_positions(c.seq));
-  }
-  for (GraphPhase phase : {GraphPhase::warmup, GraphPhase::capture}) {
-    // Nor are a graph's warmup runs and its capture (no step's tokens).
-    ExecutionPointScope point(ExecutionPoint{-1, -1, phase});
+    // A recomputation is not counted: the forward it repeats was.
+    RecomputationScope recomputing;
     router.forward(rt, x, all_positions(c.seq));
   }
   EXPECT_EQ(router.step_tokens_per_expert().sum().item<double>(), 0.0);
-  router.forward(rt, x, all_positions(c.seq));
+  {
+    // Fault expert-load-count-ungated (Automodel PR 3247): it is.
+    CodePathFaultScope fault(CodePathFault::expert_load_count_ungated);
+    RecomputationScope recomputing;
+    router.forward(rt, x, all_positions(c.seq));
+  }
+  EXPECT_TRUE(at::equal(router.step_tokens_per_expert(), sixteen_on_0_and_1));
+  for (GraphPhase phase : {GraphPhase::warmup, GraphPhase::capture}) {
+    // A graph's warmup runs and its capture count (a capture records the add
+    // its replays repeat) but run between steps: begin_step zeroes them.
+    ExecutionPointScope point(ExecutionPoint{-1, -1, phase});
+    router.forward(rt, x, all_positions(c.seq));
+  }
+  router.begin_step();
+  EXPECT_EQ(router.step_tokens_per_expert().sum().item<double>(), 0.0);
+  {
+    // A checkpoint's no-grad forward is the execution that counts.
+    at::NoGradGuard no_grad;
+    router.forward(rt, x, all_positions(c.seq));
+  }
   // 16 tokens, each on experts 0 and 1.
-  EXPECT_TRUE(
-      at::equal(router.step_tokens_per_expert(), at::tensor({16.0, 16.0, 0.0, 0.0}, at::kDouble)))
+  EXPECT_TRUE(at::equal(router.step_tokens_per_expert(), sixteen_on_0_and_1))
       << router.step_tokens_per_expert();
   router.update_expert_bias(rt);
   const at::Tensor want = at::tensor({-0.5, -0.5, 0.5, 0.5}, at::kFloat);

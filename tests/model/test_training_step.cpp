@@ -215,6 +215,69 @@ TEST(TrainingStepDriver, EvaluationAfterEveryNthStepIsSilentAndLeavesTrainingAlo
   EXPECT_NE(evaluated.steps[1].eval_loss, evaluated.steps[3].eval_loss);  // weights moved
 }
 
+// --moe-per-layer-logging (Megatron's MoE tracker): every MoE layer's losses
+// and expert load are logged once per microbatch under every recompute kind and
+// graph mode: a recomputation records nothing, a replayed graph repeats the
+// captured adds, warmups and captures between steps are zeroed. So each step
+// logs exactly what the run without recompute and graphs logs.
+TEST(TrainingStepDriver, MoeTrackerLogsEachMicrobatchOnceUnderRecomputeAndGraphs) {
+  at::set_num_threads(1);
+  RunConfig base = small_run(1, 1, 1, false);
+  base.moe_experts = 4;
+  base.moe_topk = 2;
+  base.moe_aux_loss = 0.01;
+  base.moe_z_loss = 0.001;
+  base.moe_per_layer_logging = true;
+  base.padding_fraction = 0.25;
+  auto backend = make_backend("reference");
+  auto logged = [&](const RunConfig& c) {
+    EXPECT_TRUE(validate_run_config(c).empty()) << c.recompute;
+    GPTModel model(model_config_from(c), *backend, ParallelContext::single());
+    TrainingOptions o;
+    o.steps = 4;
+    o.microbatches = 2;
+    o.lr = 0.0;  // identical weights every step: the variants compute the same values
+    std::vector<std::vector<StepMetric>> out;
+    for (const StepResult& s : run_training(model, o).steps) out.push_back(s.metrics);
+    return out;
+  };
+  const auto want = logged(base);
+  ASSERT_EQ(want.size(), 4u);
+  // Per MoE layer (both): two losses and four expert loads, 2 microbatches x 16
+  // tokens of which 12 valid, top-2: 48 assignments.
+  ASSERT_EQ(want[0].size(), 2u * 6u);
+  double load = 0;
+  for (const StepMetric& m : want[0])
+    if (m.metric == "moe-expert-load" && m.label.rfind("decoder.layers.0/", 0) == 0)
+      load += m.value;
+  EXPECT_EQ(load, 48.0);
+  struct Variant {
+    std::string name, recompute;
+    GraphOption graphs;
+  };
+  for (const Variant& v :
+       {Variant{"full-uniform", "full-uniform", GraphOption::none},
+        Variant{"selective moe", "selective:moe", GraphOption::none},
+        Variant{"per-layer graphs", "none", GraphOption::per_layer},
+        Variant{"per-layer graphs, selective moe", "selective:moe", GraphOption::per_layer},
+        Variant{"full-iteration graphs", "none", GraphOption::full_iteration}}) {
+    SCOPED_TRACE(v.name);
+    RunConfig c = base;
+    c.recompute = v.recompute;
+    c.graphs = v.graphs;
+    const auto got = logged(c);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t s = 0; s < want.size(); ++s) {
+      ASSERT_EQ(got[s].size(), want[s].size()) << "step " << s;
+      for (std::size_t i = 0; i < want[s].size(); ++i) {
+        EXPECT_EQ(got[s][i].label, want[s][i].label);
+        EXPECT_EQ(got[s][i].value, want[s][i].value)
+            << "step " << s << " " << want[s][i].metric << " " << want[s][i].label;
+      }
+    }
+  }
+}
+
 TEST(TrainingStepDriver, TheTraceIsDeterministic) {
   const RunConfig c = small_run(2, 1, 2, true);
   const std::string a = trace_jsonl(run(c));

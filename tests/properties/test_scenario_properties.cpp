@@ -145,7 +145,7 @@ RC_GTEST_PROP(ScenarioGenerators, EveryScenarioIsValid, ()) {
 // layernorm (judged with fp32 tolerances: harness/checks/tolerance.h). They
 // also reach every --graph-scope module and the whole-layer scope.
 TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
-  std::set<std::string> seen, scopes;
+  std::set<std::string> seen, scopes, moe_logging;
   rc::detail::TestParams params;
   params.seed = 20261204;
   params.maxSuccess = 4000;
@@ -165,6 +165,8 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
           if (g.moe_router) scopes.insert("moe_router");
           if (g.moe_preprocess) scopes.insert("moe_preprocess");
         }
+        if (c.moe_per_layer_logging)
+          moe_logging.insert(c.moe_z_loss > 0 ? "logging with z-loss" : "logging");
         const std::string prefix =
             std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
         if (c.recompute.rfind("selective:", 0) == 0) {
@@ -185,6 +187,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
           missing.push_back(std::string(dtype) + residual + kind);
   EXPECT_TRUE(missing.empty()) << "never generated: " << ::testing::PrintToString(missing);
   EXPECT_EQ(scopes.size(), 6u) << "graph scopes generated: " << ::testing::PrintToString(scopes);
+  EXPECT_EQ(moe_logging.size(), 2u) << ::testing::PrintToString(moe_logging);
 }
 
 TEST(ScenarioProperties, ExactlyOnce) { check_scenario_property("exactly_once", kCases); }
