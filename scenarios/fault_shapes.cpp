@@ -74,6 +74,15 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
       ensure_logged_loss(s);
       if (!replay_router(s)) return false;
       break;
+    case CodePathFault::replica_marked_tp_sharded: {
+      // A replica counted by every TP rank needs TP ranks, and a norm to count it in.
+      if (s.tp < 2) return false;
+      bool norm = false;
+      for (const char* name : {"global-wgrad-l2", "global-param-l2", "layer-param-l2"})
+        norm = norm || std::find(s.metrics.begin(), s.metrics.end(), name) != s.metrics.end();
+      if (!norm) s.metrics.emplace_back("global-wgrad-l2");
+      break;
+    }
     case CodePathFault::router_stats_include_padding:
       s.moe_per_layer_logging = true;
       if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

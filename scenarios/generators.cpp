@@ -275,6 +275,14 @@ void pick_moe_logging(RunConfig& c) {
   c.moe_per_layer_logging = sometimes(2);
 }
 
+void pick_optimizer(RunConfig& c) {
+  // Drawn last too. The optimizer's norms (each a third of the time) and the
+  // distributed optimizer (a third of the DP layouts).
+  for (const char* name : {"global-wgrad-l2", "global-param-l2", "layer-param-l2"})
+    if (sometimes(3)) c.metrics.emplace_back(name);
+  c.distributed_optimizer = c.dp > 1 && sometimes(3);
+}
+
 void pick_launch(RunConfig& c) {
   // Processes cost ~10x threads: rare, and small worlds only.
   c.launch = c.world_size() <= 2 && sometimes(12) ? LaunchMode::processes : LaunchMode::threads;
@@ -292,6 +300,7 @@ rc::Gen<RunConfig> gen_scenario() {
     pick_launch(c);
     pick_evaluation(c);
     pick_moe_logging(c);
+    pick_optimizer(c);
     return c;
   });
 }
@@ -312,6 +321,7 @@ rc::Gen<RunConfig> gen_moe_scenario() {
     pick_launch(c);
     pick_evaluation(c);
     pick_moe_logging(c);
+    pick_optimizer(c);
     return c;
   });
 }

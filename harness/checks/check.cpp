@@ -11,6 +11,7 @@
 #include "harness/checks/scenario.h"
 #include "harness/driver/training_step.h"
 #include "harness/metrics/collector.h"
+#include "harness/metrics/metric_names.h"
 
 namespace parity::checks {
 
@@ -52,13 +53,24 @@ std::string secs(double s) {
   return buf;
 }
 
+// What run (a) can collect under full-iteration graphs: no forward metric
+// (replays observe nothing), the optimizer's norms (computed outside the graph).
+std::vector<std::string> parameter_metrics_of(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& n : names)
+    for (const MetricSpec& s : known_metrics())
+      if (s.name == n && s.source == MetricSource::parameters) out.push_back(n);
+  return out;
+}
+
 }  // namespace
 
 std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario) {
   RunConfig validated = scenario;
-  if (scenario.graphs == GraphOption::full_iteration) validated.metrics.clear();
+  if (scenario.graphs == GraphOption::full_iteration)
+    validated.metrics = parameter_metrics_of(scenario.metrics);
   std::vector<ConfigViolation> out = validate_run_config(validated);
-  if (validated.metrics.empty() && !scenario.metrics.empty()) {
+  if (validated.metrics.size() < scenario.metrics.size()) {
     RunConfig names_only = scenario;
     names_only.graphs = GraphOption::none;
     names_only.graph_scope.clear();
@@ -81,9 +93,9 @@ CheckPlan plan_check(const RunConfig& scenario) {
   p.a.trace = "(parity check)";  // any non-empty value: the rank program records a trace
   p.a.metrics = metrics;
   if (scenario.graphs == GraphOption::full_iteration) {
-    p.a.metrics.clear();
+    p.a.metrics = parameter_metrics_of(metrics);
     p.notes.push_back(
-        "(a) runs without metrics: forward metrics are rejected under full-iteration graphs "
+        "(a) runs without forward metrics: they are rejected under full-iteration graphs "
         "(contract.md section 3); its traces show the silence after the capture");
   }
   p.c = p.a;

@@ -116,6 +116,7 @@ struct RunConfig {
   bool gather_output = false;              // output layer gathers logits over TP
   RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output
   double lr = 0.1;                         // SGD learning rate of the step driver (0: no update)
+  bool distributed_optimizer = false;      // the update split flat over DP (FlatShard)
   // --- MoE layers (docs/model.md "MoE layer"); moe_experts 0 = dense everywhere
   int moe_experts = 0;
   int moe_topk = 2;

@@ -224,6 +224,9 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(real("lr", &RunConfig::lr, kModel,
                    "SGD learning rate of the training step (0: no update)",
                    at_least(0, "must be a finite number >= 0")));
+  f.push_back(flag("distributed-optimizer", &RunConfig::distributed_optimizer, kModel,
+                   "Megatron's distributed optimizer: the dense parameters' update split flat "
+                   "over the DP ranks and all-gathered (FlatShard; docs/model.md)"));
   // MoE (docs/model.md "MoE layer"). The model's rules (ModelConfig::violations)
   // say which combinations are valid.
   const NumericRange non_negative = at_least(0, "must be >= 0");

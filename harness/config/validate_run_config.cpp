@@ -166,8 +166,10 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   if (!c.metrics.empty()) {
     try {
       const KindSet sites = model_source_kinds(mappable);
-      bool all_observable = true;
+      bool all_observable = true, any_observed = false;
       for (const MetricSpec& spec : parse_metric_names(c.metrics)) {
+        if (spec.source == MetricSource::parameters) continue;  // the driver computes them
+        any_observed = true;
         const bool router = spec.kind == SourceKind::router_logits ||
                             spec.kind == SourceKind::router_scores ||
                             spec.kind == SourceKind::router_diagnostics;
@@ -192,7 +194,7 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
                            ", which the model has no observation site for: it needs " +
                            what_provides(spec.kind));
       }
-      if (all_observable && c.graphs == GraphOption::full_iteration)
+      if (all_observable && any_observed && c.graphs == GraphOption::full_iteration)
         add("metrics",
             "forward metrics cannot be collected under full-iteration graphs (replays observe "
             "nothing; contract.md section 3): use --graphs none or per-layer",

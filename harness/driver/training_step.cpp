@@ -20,9 +20,11 @@
 #include "harness/metrics/collector.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
+#include "harness/model/flat_shard_layout.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
 #include "harness/model/loaded_weights.h"
+#include "harness/model/parameter_norms.h"
 #include "harness/observation/execution_point.h"
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
@@ -82,9 +84,14 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
   return sum_over(par.dp, sum_over(par.cp, share));
 }
 
-// One step; `recorder` may be null.
+bool wants(const TrainingOptions& o, const char* metric) {
+  return std::find(o.parameter_metrics.begin(), o.parameter_metrics.end(), metric) !=
+         o.parameter_metrics.end();
+}
+
+// One step; `recorder` and `layout` (the distributed optimizer's) may be null.
 StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step,
-                    const TraceRecorder* recorder) {
+                    const TraceRecorder* recorder, const FlatShardLayout* layout) {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_cpu_seconds();
   const std::int64_t before = recorder ? recorder->size() : 0;
@@ -178,7 +185,27 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     r.grad_digests.emplace_back(p.name, d);
     r.grad_digest = fnv1a64(d, r.grad_digest);
     r.grad_norms.emplace_back(p.name, g.defined() ? g.to(at::kDouble).norm().item<double>() : 0.0);
-    if (o.lr != 0) p.value.sub_(g, o.lr);
+  }
+  // The optimizer's norms (Megatron computes the gradient norm for clipping
+  // before the update and logs the parameter norm after it).
+  if (wants(o, "global-wgrad-l2"))
+    r.metrics.push_back(
+        {"global-wgrad-l2", "global", parameter_norms(model, NormOf::gradients, layout).global});
+  if (o.lr != 0) {
+    if (layout) {
+      layout->sgd_step(model.parameters(), o.lr, par.dp);
+    } else {
+      for (Parameter& p : model.parameters()) p.value.sub_(p.value.grad(), o.lr);
+    }
+  }
+  if (wants(o, "global-param-l2") || wants(o, "layer-param-l2")) {
+    const ParameterNorms n = parameter_norms(model, NormOf::values, layout);
+    if (wants(o, "global-param-l2")) r.metrics.push_back({"global-param-l2", "global", n.global});
+    if (wants(o, "layer-param-l2")) {
+      for (const auto& [label, value] : n.per_layer)
+        r.metrics.push_back({"layer-param-l2", label, value});
+      r.metrics.push_back({"layer-param-l2", "global", n.layers});
+    }
   }
   model.end_step();  // per-layer graphs: warmup + capture after the recorded step
   if (o.eval_every > 0 && (step + 1) % o.eval_every == 0) r.eval_loss = evaluate(model, o, step);
@@ -235,8 +262,11 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
   } else if (collector) {
     capture.emplace(collector->callback(), collector->kinds());
   }
+  std::optional<FlatShardLayout> layout;
+  if (o.distributed_optimizer)
+    layout.emplace(model.parameters(), model.parallel().dp_rank(), model.parallel().dp_size());
   for (std::int64_t s = 0; s < o.steps; ++s) {
-    result.steps.push_back(run_step(model, o, s, o.recorder));
+    result.steps.push_back(run_step(model, o, s, o.recorder, layout ? &*layout : nullptr));
     if (collector) {
       for (const MetricResult& m : collector->commit(*o.executor))
         result.steps.back().metrics.push_back({m.metric, m.label, m.value});
@@ -269,13 +299,18 @@ nlohmann::json run_model_program(RankContext& ctx) {
     recorder = std::make_unique<TraceRecorder>(ctx.rank);
   std::unique_ptr<MetricCollector> collector;
   std::unique_ptr<MetricExecutor> executor;
-  if (!config.metrics.empty()) {
-    collector = std::make_unique<MetricCollector>(make_metrics(parse_metric_names(config.metrics)),
-                                                  ctx.topology, ctx.rank, backend.get());
-    executor = std::make_unique<MetricExecutor>(ctx.groups);
-  }
-
   TrainingOptions options;
+  if (!config.metrics.empty()) {
+    const std::vector<MetricSpec> specs = parse_metric_names(config.metrics);
+    for (const MetricSpec& s : specs)
+      if (s.source == MetricSource::parameters) options.parameter_metrics.push_back(s.name);
+    if (options.parameter_metrics.size() < specs.size()) {
+      collector = std::make_unique<MetricCollector>(make_metrics(specs), ctx.topology, ctx.rank,
+                                                    backend.get());
+      executor = std::make_unique<MetricExecutor>(ctx.groups);
+    }
+  }
+  options.distributed_optimizer = config.distributed_optimizer;
   options.steps = config.steps;
   options.eval_every = config.eval_every;
   options.microbatches = config.microbatches;

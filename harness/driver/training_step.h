@@ -33,6 +33,13 @@ struct TrainingOptions {
   // StepResult::eval_loss.
   std::int64_t eval_every = 0;
   double lr = 0.1;  // SGD; 0 = no update
+  // Megatron's distributed optimizer (flat_shard_layout.h): the update split
+  // flat over DP, the optimizer's norms counted per flat range.
+  bool distributed_optimizer = false;
+  // The optimizer's norms to report per step (parameter_norms.h), by --metrics
+  // name: global-wgrad-l2 (after finalize_grads), global-param-l2 and
+  // layer-param-l2 (after the update).
+  std::vector<std::string> parameter_metrics;
   // When set, capture_tensor_observations(recorder, kinds) is active around the
   // steps; the recorder must outlive run_training.
   TraceRecorder* recorder = nullptr;

@@ -166,6 +166,12 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "graph_replay",
      "an MoE layer with --moe-per-layer-logging and --moe-aux-loss or --moe-z-loss under "
      "graphs that capture the router, with a replay step"},
+    {F::replica_marked_tp_sharded, "replica-marked-tp-sharded",
+     "the optimizer's norms take TP-replicated parameters (norm weights, row-parallel biases, "
+     "the router) for TP shards, so every TP rank counts them and the gradient norm used for "
+     "clipping counts them tp times (field bug: ROCm/TransformerEngine PR 715)",
+     "sharded_reduction",
+     "tp > 1 and a parameter-norm metric (global-wgrad-l2, global-param-l2 or layer-param-l2)"},
 }};
 
 }  // namespace

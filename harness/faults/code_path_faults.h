@@ -55,8 +55,9 @@ enum class CodePathFault : std::uint8_t {
   router_stats_include_padding,
   expert_load_count_ungated,
   aux_loss_tracker_host_side,
+  replica_marked_tp_sharded,
 };
-inline constexpr int kCodePathFaultCount = 31;
+inline constexpr int kCodePathFaultCount = 32;
 static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {

@@ -50,6 +50,15 @@ std::vector<MetricSpec> build() {
   for (const char* family : {"health", "seq-aux-decomposition", "routing-balance", "expert-bias"})
     specs.push_back({std::string("layer-router-") + family, SourceKind::router_diagnostics,
                      LabelScope::layer_rollup, std::string("router-") + family});
+  // What the optimizer computes for clipping and logging (field bug
+  // ROCm/TransformerEngine PR 715): no observation site, the driver computes them.
+  const SourceKind none = SourceKind::residual_accumulator;  // unused for parameter metrics
+  specs.push_back(
+      {"global-wgrad-l2", none, LabelScope::global, "wgrad-l2", MetricSource::parameters});
+  specs.push_back(
+      {"global-param-l2", none, LabelScope::global, "param-l2", MetricSource::parameters});
+  specs.push_back(
+      {"layer-param-l2", none, LabelScope::layer, "param-l2", MetricSource::parameters});
   return specs;
 }
 
@@ -115,6 +124,8 @@ std::vector<MetricSpec> parse_metric_names(std::string_view list) {
 }
 
 std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
+  if (spec.source == MetricSource::parameters)
+    throw std::invalid_argument(spec.name + " is computed from the parameters, not observed");
   const KindSet kinds{spec.kind};
   const std::string& s = spec.statistic;
   auto logical = [&](LogicalStatistic st) -> std::shared_ptr<const Metric> {
@@ -147,7 +158,8 @@ std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
 
 std::vector<std::shared_ptr<const Metric>> make_metrics(const std::vector<MetricSpec>& specs) {
   std::vector<std::shared_ptr<const Metric>> out;
-  for (const auto& s : specs) out.push_back(make_metric(s));
+  for (const auto& s : specs)
+    if (s.source == MetricSource::observation) out.push_back(make_metric(s));
   return out;
 }
 

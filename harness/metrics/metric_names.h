@@ -12,11 +12,18 @@
 
 namespace parity {
 
+// Where a metric's values come from: observed tensors (the collector), or the
+// parameters and their gradients as the optimizer sees them (the driver,
+// harness/model/parameter_norms.h: global-wgrad-l2, global-param-l2,
+// layer-param-l2), which no observation site provides.
+enum class MetricSource : std::int8_t { observation, parameters };
+
 struct MetricSpec {
   std::string name;
-  SourceKind kind;
+  SourceKind kind;  // observation metrics only
   LabelScope scope;
   std::string statistic;  // "l2", "max", "abs-max", ..., "entropy", "router-health", ...
+  MetricSource source = MetricSource::observation;
 };
 
 // Every known metric, in documentation order.
@@ -29,7 +36,8 @@ std::vector<std::string> known_metric_names();
 std::vector<MetricSpec> parse_metric_names(std::string_view list);
 std::vector<MetricSpec> parse_metric_names(const std::vector<std::string>& names);
 
-// A metric instance for a spec.
+// A metric instance for an observation spec (std::invalid_argument for a
+// parameter metric); make_metrics skips the parameter metrics.
 std::shared_ptr<const Metric> make_metric(const MetricSpec& spec);
 std::vector<std::shared_ptr<const Metric>> make_metrics(const std::vector<MetricSpec>& specs);
 

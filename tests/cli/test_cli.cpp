@@ -105,6 +105,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "off",
                                  "--lr",
                                  "0.25",
+                                 "--distributed-optimizer",
                                  "--backend",
                                  "reference",
                                  "--metrics",
@@ -199,6 +200,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.moe_force_routing, ForceRoutingOption::biased);
   EXPECT_EQ(c.padding_fraction, 0.25);
   EXPECT_EQ(c.padding_token_shift, 3);
+  EXPECT_TRUE(c.distributed_optimizer);
   // Every field of the table was given a non-default value above, except the
   // input files: they are read at parse time (tests/cli/test_load_files.cpp
   // passes them with files that fit).
@@ -304,9 +306,9 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
     EXPECT_EQ(f.get(p.config), false) << off;
   }
-  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output, moe-seq-aux-loss,
-  // moe-per-layer-logging
-  EXPECT_EQ(booleans, 8);
+  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output, distributed-optimizer,
+  // moe-seq-aux-loss, moe-per-layer-logging
+  EXPECT_EQ(booleans, 9);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -440,6 +442,7 @@ std::vector<BadValue> bad_values() {
       {"--gather-output", {"--gather-output=maybe"}},
       one("runtime-gather-output", "sometimes"),
       one("lr", "-0.5"),
+      {"--distributed-optimizer", {"--distributed-optimizer=maybe"}},
       one("metrics", "nope"),
       one("load-weights", "/nonexistent-parity-dir/w.safetensors"),
       one("load-batch", "/nonexistent-parity-dir/b.safetensors"),

@@ -12,8 +12,12 @@
 namespace parity::checks::detail {
 
 std::string num(double v);
-bool counting_phase(const std::string& phase);                   // eager or record
-std::string metric_kind(const std::string& metric);              // "" when unknown
+bool counting_phase(const std::string& phase);  // eager or record
+// The source kind of a --metrics name, kParameterMetricKind for the optimizer's
+// norms (metric_names.h MetricSource::parameters), "" when unknown (the logged
+// MoE statistics).
+inline constexpr const char* kParameterMetricKind = "parameters";
+std::string metric_kind(const std::string& metric);
 std::string run_list(const std::vector<const CheckRun*>& runs);  // "(a), (b), (c)"
 
 using ObsKey = std::tuple<int, std::int64_t, std::int64_t, std::string>;  // rank, step, mb, site
