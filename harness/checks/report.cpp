@@ -1,5 +1,6 @@
 #include "harness/checks/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -73,15 +74,21 @@ std::string format_property_table(const std::vector<PropertyResult>& properties)
 
 std::string format_metric_table(const std::vector<MetricComparison>& rows) {
   if (rows.empty()) return "(no metric compared)\n";
+  const auto summary = summarize(rows);
+  // The label column fits the longest label (per-expert labels are long).
+  int label_width = 18;
+  for (const auto& entry : summary)
+    label_width = std::max(label_width, static_cast<int>(entry.first.second.size()));
   std::string out;
-  char line[512];
-  std::snprintf(line, sizeof line, "%-40s %-18s %-18s %-18s %-10s %-10s %s\n", "metric", "label",
-                "value", "reference", "max abs", "max rel", "");
+  char line[768];
+  std::snprintf(line, sizeof line, "%-40s %-*s %-18s %-18s %-10s %-10s %s\n", "metric", label_width,
+                "label", "value", "reference", "max abs", "max rel", "");
   out += line;
-  for (const auto& [key, s] : summarize(rows)) {
-    std::snprintf(line, sizeof line, "%-40s %-18s %-18s %-18s %-10s %-10s %s\n", key.first.c_str(),
-                  key.second.c_str(), full(s.last.value).c_str(), full(s.last.reference).c_str(),
-                  num(s.max_abs).c_str(), num(s.max_rel).c_str(), s.ok ? "ok" : "FAIL");
+  for (const auto& [key, s] : summary) {
+    std::snprintf(line, sizeof line, "%-40s %-*s %-18s %-18s %-10s %-10s %s\n", key.first.c_str(),
+                  label_width, key.second.c_str(), full(s.last.value).c_str(),
+                  full(s.last.reference).c_str(), num(s.max_abs).c_str(), num(s.max_rel).c_str(),
+                  s.ok ? "ok" : "FAIL");
     out += line;
   }
   return out;

@@ -96,6 +96,23 @@ std::optional<LayerStage> layer_stage_of_site(std::string_view site) {
   return std::nullopt;  // the layer's residual sites: eager, outside every stage
 }
 
+std::vector<LayerStage> layer_stages_of_kind(SourceKind kind, bool moe_layer) {
+  switch (kind) {
+    case SourceKind::attention_context:
+      return {LayerStage::attention};
+    case SourceKind::layernorm_output:
+      return {LayerStage::attention, LayerStage::mlp_input};
+    case SourceKind::mlp_output:
+      return moe_layer ? std::vector<LayerStage>{} : std::vector<LayerStage>{LayerStage::mlp};
+    case SourceKind::router_logits:
+    case SourceKind::router_scores:
+    case SourceKind::router_diagnostics:
+      return moe_layer ? std::vector<LayerStage>{LayerStage::router} : std::vector<LayerStage>{};
+    default:
+      return {};
+  }
+}
+
 std::optional<std::int64_t> layer_index_of_site(std::string_view site) {
   constexpr std::string_view prefix = "decoder.layers.";
   if (site.substr(0, prefix.size()) != prefix) return std::nullopt;

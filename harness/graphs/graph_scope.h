@@ -9,6 +9,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "harness/observation/source_kind.h"
 
 namespace parity {
 
@@ -56,6 +59,12 @@ std::optional<GraphScope> parse_graph_scope(std::string_view list, std::string* 
 // mlp.router -> router, the dense mlp -> mlp. nullopt for sites outside any
 // layer stage (the residual stream, the logits).
 std::optional<LayerStage> layer_stage_of_site(std::string_view site);
+// The stages of a dense or an MoE layer whose sites report `kind` (the
+// owner-to-stage rule of layer_stage_of_site, by kind): attention_context ->
+// attention; layernorm_output -> attention and mlp_input; mlp_output -> mlp
+// (dense layers); the router kinds -> router (MoE layers). Empty for kinds no
+// layer stage reports (the residual stream, the logits).
+std::vector<LayerStage> layer_stages_of_kind(SourceKind kind, bool moe_layer);
 // The layer index of a site "decoder.layers.<i>.<...>"; nullopt outside a layer.
 std::optional<std::int64_t> layer_index_of_site(std::string_view site);
 

@@ -2,27 +2,15 @@
 
 #include <ATen/ATen.h>
 
-#include <cctype>
 #include <cmath>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/graphs/graph_scope.h"
 #include "harness/model/flat_shard_layout.h"
 
 namespace parity {
 
 namespace {
-
-// The decoder layer of a parameter name ("decoder.layers.3.mlp..." -> 3), -1 if none.
-std::int64_t layer_of(const std::string& name) {
-  static const std::string prefix = "decoder.layers.";
-  if (name.rfind(prefix, 0) != 0) return -1;
-  std::int64_t i = 0;
-  std::size_t k = prefix.size();
-  if (k >= name.size() || !std::isdigit(static_cast<unsigned char>(name[k]))) return -1;
-  while (k < name.size() && std::isdigit(static_cast<unsigned char>(name[k])))
-    i = i * 10 + (name[k++] - '0');
-  return i;
-}
 
 at::Tensor sum_over(Communicator* c, const at::Tensor& t) {
   return c && c->size() > 1 ? c->all_reduce(t.contiguous(), ReduceOp::sum) : t;
@@ -34,9 +22,10 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
   at::NoGradGuard no_grad;
   const ParallelContext& par = model.parallel();
   const std::int64_t L = model.config().layers;
-  // [dense: global, layer 0..L-1 | experts: global, layer 0..L-1], squares in fp64.
-  at::Tensor sums = at::zeros({2 * (L + 1)}, at::kDouble);
-  double* s = sums.data_ptr<double>();
+  // [dense: global, layer 0..L-1 | experts: global, layer 0..L-1], squares in
+  // fp64 on the model's device (the communicators' tensors; no host sync here).
+  std::vector<at::Tensor> squares;
+  std::vector<std::int64_t> slots;
   const std::vector<Parameter>& params = model.parameters();
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Parameter& p = params[i];
@@ -53,12 +42,20 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
       const FlatShardLayout::Range r = layout->owned(i);
       t = t.narrow(0, r.begin, r.size());
     }
-    const double squares = t.to(at::kDouble).pow(2).sum().item<double>();
+    const at::Tensor sq = t.to(at::kDouble).pow(2).sum();
     const std::int64_t base = expert ? L + 1 : 0;
-    s[base] += squares;
-    const std::int64_t layer = layer_of(p.name);
-    if (layer >= 0 && layer < L) s[base + 1 + layer] += squares;
+    squares.push_back(sq);
+    slots.push_back(base);
+    const std::int64_t layer = layer_index_of_site(p.name).value_or(-1);
+    if (layer >= 0 && layer < L) {
+      squares.push_back(sq);
+      slots.push_back(base + 1 + layer);
+    }
   }
+  const at::TensorOptions f64 = at::TensorOptions().dtype(at::kDouble).device(model.device());
+  at::Tensor sums = at::zeros({2 * (L + 1)}, f64);
+  if (!squares.empty())
+    sums.index_add_(0, at::tensor(slots, at::kLong).to(model.device()), at::stack(squares));
   sums = sum_over(par.tp, sums);
   at::Tensor dense = sums.narrow(0, 0, L + 1), experts = sums.narrow(0, L + 1, L + 1);
   if (layout) dense = sum_over(par.dp, dense);

@@ -197,11 +197,20 @@ TEST(MetricNames, EveryNameBuildsAMetricOfItsKind) {
   const auto names = known_metric_names();
   for (const auto& e : expected)
     EXPECT_NE(std::find(names.begin(), names.end(), e), names.end()) << e;
+  int parameter_metrics = 0;
   for (const auto& spec : known_metrics()) {
+    if (spec.source == MetricSource::parameters) {
+      // The optimizer's norms: the driver computes them; no collector metric.
+      ++parameter_metrics;
+      EXPECT_THROW(make_metric(spec), std::invalid_argument) << spec.name;
+      EXPECT_TRUE(make_metrics({spec}).empty()) << spec.name;
+      continue;
+    }
     auto m = make_metric(spec);
     EXPECT_EQ(m->name(), spec.name);
     EXPECT_TRUE(m->accepts(spec.kind)) << spec.name;
   }
+  EXPECT_EQ(parameter_metrics, 3);  // global-wgrad-l2, global-param-l2, layer-param-l2
 }
 
 TEST(MetricSteps, OnlyStepPhasesCount) {

@@ -80,6 +80,8 @@ bool captured_by_layer_graphs(const RunConfig& c, const std::string& site) {
 
 bool kind_captured_by_layer_graphs(const RunConfig& c, const std::string& kind) {
   if (c.graphs != GraphOption::per_layer) return false;
+  const std::optional<SourceKind> source = source_kind_from_string(kind);
+  if (!source) return false;  // the logged MoE statistics, the optimizer's norms
   const ModelConfig m = model_config_from(c);
   for (std::int64_t i = 0; i < m.layers; ++i) {
     bool moe_layer = false;
@@ -87,16 +89,8 @@ bool kind_captured_by_layer_graphs(const RunConfig& c, const std::string& kind) 
       moe_layer = m.moe.enabled() && m.moe.is_moe_layer(i, m.layers);
     } catch (const ModelConfigError&) {
     }
-    const GraphScope& g = m.graph_scope;
-    const bool captured =
-        kind == "attention_context"  ? g.captures(LayerStage::attention, moe_layer)
-        : kind == "layernorm_output" ? g.captures(LayerStage::attention, moe_layer) ||
-                                           g.captures(LayerStage::mlp_input, moe_layer)
-        : kind == "mlp_output" ? !moe_layer && g.captures(LayerStage::mlp, false)
-        : kind == "router_logits" || kind == "router_scores" || kind == "router_diagnostics"
-            ? moe_layer && g.captures(LayerStage::router, true)
-            : false;
-    if (captured) return true;
+    for (LayerStage stage : layer_stages_of_kind(*source, moe_layer))
+      if (m.graph_scope.captures(stage, moe_layer)) return true;
   }
   return false;
 }
