@@ -9,10 +9,12 @@
 # failing suite is a failure even when it has one test; a partly skipped suite prints each
 # "[  SKIPPED ]" test in its output.
 #
-# PARITY_GTEST_SHARDS=N (N > 0; the sanitize and torch2 presets set it) makes N CTest tests
-# TARGET.shard-I-of-N instead, GoogleTest's own sharding (GTEST_TOTAL_SHARDS/GTEST_SHARD_INDEX):
-# a process start costs about 1.4 s under ASan and more with LibTorch 2.11's CUDA libraries, so
-# there 124 suite processes were about half of the label's CPU time (docs/benchmarks.md).
+# PARITY_GTEST_SHARDS=N (N > 0; the default preset sets 6, sanitize and torch2 4) makes N CTest
+# tests TARGET.shard-I-of-N instead, GoogleTest's own sharding (GTEST_TOTAL_SHARDS/
+# GTEST_SHARD_INDEX): a process start costs about 0.5 s with LibTorch 1.13, 1.4 s under ASan and
+# more with LibTorch 2.11's CUDA libraries, so 125 suite processes were a large share of the
+# label's CPU time (docs/benchmarks.md). Configure with -DPARITY_GTEST_SHARDS=0 for one CTest
+# test per suite; one suite alone: build/default/tests/parity_tests --gtest_filter='Suite.*'.
 set(PARITY_GTEST_SHARDS 0 CACHE STRING
   "0: one CTest test per GoogleTest suite; N > 0: N shards of each GoogleTest executable")
 function(parity_add_gtest_suites target)

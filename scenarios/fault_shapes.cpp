@@ -50,6 +50,30 @@ bool replay_router(RunConfig& s) {
 
 bool shape_for_fault(RunConfig& s, CodePathFault fault) {
   switch (fault) {
+    case CodePathFault::recompute_rng_not_restored:
+      // Dropout inside a checkpoint: parity's dropout sits in bias-dropout-add,
+      // which only full recompute checkpoints (rejected with per-layer graphs).
+      if (s.graphs == GraphOption::per_layer) return false;
+      if (!(s.dropout > 0)) s.dropout = 0.1;
+      if (s.recompute.rfind("full-", 0) != 0) {
+        s.recompute = "full-uniform";
+        s.recompute_layers = 1;
+      }
+      break;
+    case CodePathFault::warmup_counted_as_step:
+      // Per-layer graphs with a warmup run and a step after the capture.
+      if (s.graphs != GraphOption::per_layer) {
+        if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
+        s.graphs = GraphOption::per_layer;
+      }
+      s.graph_warmup = std::max(s.graph_warmup, 1);
+      s.steps = std::max(s.steps, 2);
+      break;
+    case CodePathFault::observe_forced_logits:
+      // Forced routing, which the router must not observe.
+      if (s.moe_force_routing == ForceRoutingOption::none)
+        s.moe_force_routing = ForceRoutingOption::random;
+      break;
     case CodePathFault::expert_skip_empty_rank:
       // An EP rank that receives no token: EP 2 where the layout allows it,
       // and biased routing, which sends every token to experts 0..k-1, all on

@@ -22,13 +22,26 @@ bool logs_a_loss(const RunConfig& c) {
 RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
   const RunConfig generated = *scenarios::gen_moe_scenario();
   for (CodePathFault f :
-       {CodePathFault::expert_skip_empty_rank, CodePathFault::aux_loss_tracked_on_recompute,
-        CodePathFault::expert_load_count_ungated, CodePathFault::aux_loss_tracker_host_side,
-        CodePathFault::router_stats_include_padding}) {
+       {CodePathFault::recompute_rng_not_restored, CodePathFault::warmup_counted_as_step,
+        CodePathFault::observe_forced_logits, CodePathFault::expert_skip_empty_rank,
+        CodePathFault::aux_loss_tracked_on_recompute, CodePathFault::expert_load_count_ungated,
+        CodePathFault::aux_loss_tracker_host_side, CodePathFault::router_stats_include_padding}) {
     RunConfig c = generated;
     if (!scenarios::shape_for_fault(c, f)) continue;
     RC_ASSERT(checks::validate_check_scenario(c).empty());
     switch (f) {
+      case CodePathFault::recompute_rng_not_restored:
+        RC_ASSERT(c.dropout > 0);
+        RC_ASSERT(c.recompute.rfind("full-", 0) == 0);
+        break;
+      case CodePathFault::warmup_counted_as_step:
+        RC_ASSERT(c.graphs == GraphOption::per_layer);
+        RC_ASSERT(c.graph_warmup >= 1);
+        RC_ASSERT(c.steps >= 2);
+        break;
+      case CodePathFault::observe_forced_logits:
+        RC_ASSERT(c.moe_force_routing != ForceRoutingOption::none);
+        break;
       case CodePathFault::expert_skip_empty_rank:
         RC_ASSERT(c.ep == 2);
         RC_ASSERT(c.moe_force_routing == ForceRoutingOption::biased);

@@ -127,7 +127,7 @@ void check_scenario_property(const std::string& property, int default_cases) {
 
 // Per-test default case counts: the whole `property` label within 5 minutes on
 // 2 cores (docs/property-suite.md); RC_PARAMS=max_success=N runs deeper.
-constexpr int kCases = 25;
+constexpr int kCases = 20;
 
 RC_GTEST_PROP(ScenarioGenerators, EveryScenarioIsValid, ()) {
   const RunConfig scenario = *scenarios::gen_scenario();
