@@ -159,9 +159,10 @@ TEST(CudaStatistics, RowAndColumnSumsOfSquaresMatchTheComposition) {
         const at::Tensor want = reference->sums_of_squares(x, per_row);
         const at::Tensor got = cuda.sums_of_squares(x.to(cuda.device()), per_row);
         ASSERT_EQ(got.sizes(), want.sizes());
-        if (want.numel() > 0)
+        if (want.numel() > 0) {
           EXPECT_LE(rel_error(got, want), dtype == at::kDouble ? 1e-12 : 1e-5)
               << c10::toString(dtype) << (per_row ? " rows" : " columns");
+        }
       }
 }
 

@@ -348,9 +348,10 @@ TEST_P(SampledMedianSharded, EqualsTheSingleRankResult) {
                                                          {"cp", x.tp == y.tp && x.dp == y.dp},
                                                          {"dp", x.tp == y.tp && x.cp == y.cp}};
       for (const auto& [axis, peers] : same_group)
-        if (peers)
+        if (peers) {
           EXPECT_EQ(run.ranks[a].calls.at(axis), run.ranks[b].calls.at(axis))
               << axis << " group of ranks " << a << " and " << b;
+        }
     }
 }
 
