@@ -207,7 +207,9 @@ TEST(Launcher, EveryRankThreadRunsOneIntraOpThread) {
   for (const nlohmann::json& rank : r.results) {
     for (const char* runtime : {"omp", "mkl"}) {
       const int n = rank.at(runtime).get<int>();
-      if (n >= 0) EXPECT_EQ(n, 1) << runtime << " on a rank thread: " << rank.dump();
+      if (n >= 0) {
+        EXPECT_EQ(n, 1) << runtime << " on a rank thread: " << rank.dump();
+      }
     }
   }
 }
