@@ -92,38 +92,46 @@ TEST(MoELayer, OutputEqualsAPerTokenComputation) {
 
 TEST(MoELayer, GradientsMatchFiniteDifferences) {
   auto backend = make_backend("reference");
-  for (RouterScore score : {RouterScore::softmax, RouterScore::sigmoid, RouterScore::sqrt_softplus})
-    for (bool seq_aux : {false, true}) {
-      ModelConfig c = moe_config();
-      c.seq = 4;
-      c.moe.score = score;
-      c.moe.shared_expert_ffn = 8;
-      c.moe.aux_loss_coef = 0.5;
-      c.moe.seq_aux_loss = seq_aux;
-      c.moe.z_loss_coef = seq_aux ? 0.3 : 0.0;  // the z-loss joins the aux loss's node
-      ParameterFactory params(c, 0, 1);
-      MoELayer layer("decoder.layers.0.mlp", &c, params, 0, 0, 1);
-      auto rng = backend->make_rng_tracker();
-      ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
-      rt.aux_loss_scale = 0.25;
-      at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 4);
-      std::vector<at::Tensor> leaves{x};
-      for (Parameter& q : params.parameters()) leaves.push_back(q.value);
-      // The aux loss enters through the output's backward (attach_aux_loss), so
-      // the objective whose finite differences autograd must match is
-      // weighted_sum(out) + scale * aux: its value adds the aux loss detached (a
-      // second router call), its gradient comes from the output alone. Selection
-      // is piecewise constant: perturbations of 1e-6 keep every routing decision
-      // for these inputs.
-      EXPECT_TRUE(check_gradients(
-          [&] {
-            const at::Tensor out = layer.forward(rt, x, all_positions(c.seq)).first;
-            const at::Tensor aux = layer.router().forward(rt, x, all_positions(c.seq)).aux_loss;
-            return weighted_sum(out) + aux.detach() * rt.aux_loss_scale;
-          },
-          leaves, 1e-6, 1e-7, 1e-5))
-          << to_string(score) << (seq_aux ? " seq aux loss, z-loss" : "");
-    }
+  struct Variant {
+    RouterScore score;
+    bool seq_aux;
+    double z_loss;
+  };
+  // Every score function, both aux-loss variants, the z-loss with each (a finite
+  // difference check of all parameters costs seconds: three cover the pairs).
+  for (const Variant& v :
+       {Variant{RouterScore::softmax, false, 0.3}, Variant{RouterScore::sigmoid, true, 0.0},
+        Variant{RouterScore::sqrt_softplus, true, 0.3}}) {
+    ModelConfig c = moe_config();
+    c.seq = 4;
+    c.moe.score = v.score;
+    c.moe.shared_expert_ffn = 8;
+    c.moe.aux_loss_coef = 0.5;
+    c.moe.seq_aux_loss = v.seq_aux;
+    c.moe.z_loss_coef = v.z_loss;  // the z-loss joins the aux loss's node
+    ParameterFactory params(c, 0, 1);
+    MoELayer layer("decoder.layers.0.mlp", &c, params, 0, 0, 1);
+    auto rng = backend->make_rng_tracker();
+    ModelRuntime rt{backend.get(), ParallelContext::single(), rng.get(), true};
+    rt.aux_loss_scale = 0.25;
+    at::Tensor x = random_leaf({c.seq, c.micro_batch, c.hidden}, 4);
+    std::vector<at::Tensor> leaves{x};
+    for (Parameter& q : params.parameters()) leaves.push_back(q.value);
+    // The aux loss enters through the output's backward (attach_aux_loss), so
+    // the objective whose finite differences autograd must match is
+    // weighted_sum(out) + scale * aux: its value adds the aux loss detached (a
+    // second router call), its gradient comes from the output alone. Selection
+    // is piecewise constant: perturbations of 1e-6 keep every routing decision
+    // for these inputs.
+    EXPECT_TRUE(check_gradients(
+        [&] {
+          const at::Tensor out = layer.forward(rt, x, all_positions(c.seq)).first;
+          const at::Tensor aux = layer.router().forward(rt, x, all_positions(c.seq)).aux_loss;
+          return weighted_sum(out) + aux.detach() * rt.aux_loss_scale;
+        },
+        leaves, 1e-6, 1e-7, 1e-5))
+        << to_string(v.score) << (v.seq_aux ? " seq aux loss" : "") << " z-loss " << v.z_loss;
+  }
 }
 
 // The load-balancing loss against Megatron's formula written out: per
