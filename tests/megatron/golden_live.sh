@@ -11,6 +11,9 @@ if ! ls "$venv"/.parity-megatron-core-* >/dev/null 2>&1; then
   echo "SKIP: no Megatron Core environment at $venv (run ci/megatron-env to create it)"
   exit 77
 fi
+# One intra-op thread: CTest runs two tests at once on two cores, and torch's default of one
+# thread per core oversubscribes them (the tests beside it slowed by half).
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/parity-golden-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 golden=("$venv/bin/python" -W ignore "$src/tools/megatron/golden.py" "$fixture/scenario.json")
