@@ -5,6 +5,7 @@
 
 #include "harness/checks/check.h"
 #include "harness/graphs/graph_scope.h"
+#include "harness/metrics/metric_names.h"
 
 namespace parity::scenarios {
 
@@ -19,14 +20,13 @@ void ensure_logged_loss(RunConfig& s) {
 // The router runs inside a checkpoint: full recompute (full-block always
 // includes layer 0, an MoE layer under every moe_layers pattern the generators
 // draw) or the selective moe module, added where needed.
-bool checkpoint_router(RunConfig& s) {
-  if (s.recompute.rfind("full-", 0) == 0) return true;
+void checkpoint_router(RunConfig& s) {
+  if (s.recompute.rfind("full-", 0) == 0) return;
   if (s.recompute.rfind("selective:", 0) == 0) {
     if (s.recompute.find("moe") == std::string::npos) s.recompute += ",moe";
   } else {
     s.recompute = "selective:moe";
   }
-  return true;
 }
 
 // A graph captures the router and at least one step replays it.
@@ -88,11 +88,11 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
       break;
     case CodePathFault::aux_loss_tracked_on_recompute:
       ensure_logged_loss(s);
-      if (!checkpoint_router(s)) return false;
+      checkpoint_router(s);
       break;
     case CodePathFault::expert_load_count_ungated:
       s.moe_per_layer_logging = true;
-      if (!checkpoint_router(s)) return false;
+      checkpoint_router(s);
       break;
     case CodePathFault::aux_loss_tracker_host_side:
       ensure_logged_loss(s);
@@ -101,10 +101,9 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     case CodePathFault::replica_marked_tp_sharded: {
       // A replica counted by every TP rank needs TP ranks, and a norm to count it in.
       if (s.tp < 2) return false;
-      bool norm = false;
-      for (const char* name : {"global-wgrad-l2", "global-param-l2", "layer-param-l2"})
-        norm = norm || std::find(s.metrics.begin(), s.metrics.end(), name) != s.metrics.end();
-      if (!norm) s.metrics.emplace_back("global-wgrad-l2");
+      if (std::none_of(s.metrics.begin(), s.metrics.end(),
+                       [](const std::string& m) { return is_parameter_metric(m); }))
+        s.metrics.emplace_back("global-wgrad-l2");
       break;
     }
     case CodePathFault::router_stats_include_padding:

@@ -5,6 +5,7 @@
 
 #include "harness/checks/scenario.h"
 #include "harness/graphs/graph_scope.h"
+#include "harness/metrics/metric_names.h"
 
 namespace parity {
 
@@ -278,8 +279,8 @@ void pick_moe_logging(RunConfig& c) {
 void pick_optimizer(RunConfig& c) {
   // Drawn last too. The optimizer's norms (each a third of the time) and the
   // distributed optimizer (a third of the DP layouts).
-  for (const char* name : {"global-wgrad-l2", "global-param-l2", "layer-param-l2"})
-    if (sometimes(3)) c.metrics.emplace_back(name);
+  for (const MetricSpec& s : known_metrics())
+    if (s.source == MetricSource::parameters && sometimes(3)) c.metrics.push_back(s.name);
   c.distributed_optimizer = c.dp > 1 && sometimes(3);
 }
 

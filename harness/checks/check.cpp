@@ -58,8 +58,7 @@ std::string secs(double s) {
 std::vector<std::string> parameter_metrics_of(const std::vector<std::string>& names) {
   std::vector<std::string> out;
   for (const std::string& n : names)
-    for (const MetricSpec& s : known_metrics())
-      if (s.name == n && s.source == MetricSource::parameters) out.push_back(n);
+    if (is_parameter_metric(n)) out.push_back(n);
   return out;
 }
 

@@ -266,8 +266,8 @@ std::vector<RunConfigField> make_fields() {
                      "prefers the first top-k experts); never applied to what is observed",
                      known_force_routings, parse_force_routing));
   f.push_back(real("padding-fraction", &RunConfig::padding_fraction, kModel,
-                   "trailing padding tokens per sequence, excluded from router observations "
-                   "and the aux loss, in [0, 1)",
+                   "trailing padding tokens per sequence, excluded from router observations, "
+                   "the aux loss, the z-loss and the expert load, in [0, 1)",
                    non_negative));
   f.push_back(integer("padding-token-shift", &RunConfig::padding_token_shift, kModel,
                       "added (mod vocab) to every padding token's id (parity check's run (h): "

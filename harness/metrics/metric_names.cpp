@@ -82,6 +82,12 @@ const std::vector<MetricSpec>& known_metrics() {
   return specs;
 }
 
+bool is_parameter_metric(std::string_view name) {
+  for (const MetricSpec& s : known_metrics())
+    if (s.name == name) return s.source == MetricSource::parameters;
+  return false;
+}
+
 std::vector<std::string> known_metric_names() {
   std::vector<std::string> names;
   for (const auto& s : known_metrics()) names.push_back(s.name);

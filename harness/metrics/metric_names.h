@@ -30,6 +30,9 @@ struct MetricSpec {
 const std::vector<MetricSpec>& known_metrics();
 std::vector<std::string> known_metric_names();
 
+// Whether `name` is one of the optimizer's norms (MetricSource::parameters).
+bool is_parameter_metric(std::string_view name);
+
 // Parses a comma-separated list (spaces around names ignored). Throws
 // std::invalid_argument with one line naming the offending entry and listing
 // the known names when a name is unknown, repeated, or the list is empty.

@@ -523,9 +523,6 @@ std::vector<LoggedStatistic> GPTModel::logged_moe_statistics(std::int64_t microb
   if (parts.empty()) return {};
   at::NoGradGuard no_grad;
   const ParallelContext& par = runtime_.parallel;
-  const auto sum_over = [](Communicator* c, const at::Tensor& t) {
-    return c && c->size() > 1 ? c->all_reduce(t.contiguous(), ReduceOp::sum) : t;
-  };
   at::Tensor all = at::cat(parts);
   // The sequence's ranks hold shares (tp under SP, cp); DP ranks hold other data.
   if (config_.sequence_parallel) all = sum_over(par.tp, all);

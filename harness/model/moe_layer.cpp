@@ -42,9 +42,6 @@ at::Tensor decision_distribution(RouterScore score, const at::Tensor& logits) {
   return score == RouterScore::softmax ? s : s / s.sum(-1, /*keepdim=*/true);
 }
 
-at::Tensor sum_over(Communicator* c, const at::Tensor& t) {
-  return c && c->size() > 1 ? c->all_reduce(t.contiguous(), ReduceOp::sum) : t;
-}
 at::Tensor gather_rows(Communicator* c, const at::Tensor& t) {
   return c && c->size() > 1 ? c->all_gather(t.contiguous(), 0) : t;
 }

@@ -31,4 +31,10 @@ struct ParallelContext {
   }
 };
 
+// The sum of `t` over `group`'s ranks; `t` itself, without a collective, when
+// there is no group or it has one member.
+inline at::Tensor sum_over(Communicator* group, const at::Tensor& t) {
+  return group && group->size() > 1 ? group->all_reduce(t.contiguous(), ReduceOp::sum) : t;
+}
+
 }  // namespace parity

@@ -10,14 +10,6 @@
 
 namespace parity {
 
-namespace {
-
-at::Tensor sum_over(Communicator* c, const at::Tensor& t) {
-  return c && c->size() > 1 ? c->all_reduce(t.contiguous(), ReduceOp::sum) : t;
-}
-
-}  // namespace
-
 ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout* layout) {
   at::NoGradGuard no_grad;
   const ParallelContext& par = model.parallel();

@@ -122,8 +122,8 @@ bool counting_phase(const std::string& phase) { return phase == "eager" || phase
 std::string metric_kind(const std::string& metric) {
   for (const MetricSpec& s : known_metrics())
     if (s.name == metric)
-      return s.source == MetricSource::parameters ? std::string(kParameterMetricKind)
-                                                  : std::string(to_string(s.kind));
+      return is_parameter_metric(metric) ? std::string(kParameterMetricKind)
+                                         : std::string(to_string(s.kind));
   return "";
 }
 
