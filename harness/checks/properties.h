@@ -33,8 +33,10 @@ bool kind_captured_by_layer_graphs(const RunConfig& c, const std::string& kind);
 // The distinct sites one rank observes in a run of `c`: per dense layer two
 // norm probes, the attention and MLP probes and two residuals (6); per MoE
 // layer the MLP probe's place is taken by router_logits and router_scores,
-// plus router_diagnostics where the model observes it (7 or 8); plus the logits.
-std::size_t expected_site_count(const RunConfig& c);
+// plus router_diagnostics where the model observes it (7 or 8); plus the logits;
+// plus one mtp_logits site per MTP depth; plus, with --observe-wgrad, one
+// weight_gradient site per parameter the rank holds (`parameters`).
+std::size_t expected_site_count(const RunConfig& c, std::size_t parameters = 0);
 std::string site_count_rule(const RunConfig& c);  // "6 per layer + the logits"
 
 // Counts: every (rank, step, microbatch, site, phase) observed as often as the

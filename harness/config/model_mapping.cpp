@@ -87,11 +87,16 @@ ModelConfig model_config_from(const RunConfig& c) {
       break;
   }
   m.moe.padding_fraction = c.padding_fraction;
+  m.mtp_layers = c.mtp_layers;
+  m.mtp_repeated_layer = c.mtp_repeated_layer;
+  m.observe_wgrad = c.observe_wgrad;
   return m;
 }
 
 KindSet model_source_kinds(const RunConfig& c) {
   KindSet kinds = first_wave_kinds();
+  if (c.mtp_layers > 0) kinds.insert(SourceKind::mtp_logits);
+  if (c.observe_wgrad) kinds.insert(SourceKind::weight_gradient);
   if (c.moe_experts < 2) return kinds;
   kinds.insert(SourceKind::router_logits).insert(SourceKind::router_scores);
   // Diagnostics summarize whole local sequences (megatron-reference 2.3):

@@ -117,6 +117,11 @@ struct RunConfig {
   RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output
   double lr = 0.1;                         // SGD learning rate of the step driver (0: no update)
   bool distributed_optimizer = false;      // the update split flat over DP (FlatShard)
+  // --- multi-token prediction (docs/model.md "Multi-token prediction")
+  int mtp_layers = 0;               // MTP depths (Megatron's mtp_num_layers); 0 = none
+  bool mtp_repeated_layer = false;  // every depth runs one shared MTP layer
+  // Every parameter's weight_gradient site (parity probe, fed by gradient hooks).
+  bool observe_wgrad = false;
   // --- MoE layers (docs/model.md "MoE layer"); moe_experts 0 = dense everywhere
   int moe_experts = 0;
   int moe_topk = 2;

@@ -227,6 +227,16 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(flag("distributed-optimizer", &RunConfig::distributed_optimizer, kModel,
                    "Megatron's distributed optimizer: the dense parameters' update split flat "
                    "over the DP ranks and all-gathered (FlatShard; docs/model.md)"));
+  f.push_back(integer("mtp-layers", &RunConfig::mtp_layers, kModel,
+                      "multi-token prediction depths after the decoder, each predicting one "
+                      "token further (Megatron's mtp_num_layers; 0 = none)",
+                      at_least(0, "must be >= 0")));
+  f.push_back(flag("mtp-repeated-layer", &RunConfig::mtp_repeated_layer, kModel,
+                   "every MTP depth runs the same MTP layer, its weights shared across the "
+                   "depths (Megatron's mtp_use_repeated_layer)"));
+  f.push_back(flag("observe-wgrad", &RunConfig::observe_wgrad, kModel,
+                   "a weight_gradient observation site per parameter: its microbatch gradient, "
+                   "once per backward, fed by gradient hooks (docs/observation-api.md)"));
   // MoE (docs/model.md "MoE layer"). The model's rules (ModelConfig::violations)
   // say which combinations are valid.
   const NumericRange non_negative = at_least(0, "must be >= 0");

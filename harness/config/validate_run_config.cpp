@@ -61,7 +61,10 @@ std::string run_key(const std::string& model_field) {
       {"moe_capacity_factor", "moe-capacity-factor"},
       {"moe_shared_expert_ffn", "moe-shared-expert-ffn"},
       {"moe_force_routing", "moe-force-routing"},
-      {"padding_fraction", "padding-fraction"}};
+      {"padding_fraction", "padding-fraction"},
+      {"mtp_layers", "mtp-layers"},
+      {"mtp_repeated_layer", "mtp-repeated-layer"},
+      {"observe_wgrad", "observe-wgrad"}};
   const auto it = keys.find(model_field);
   return it == keys.end() ? model_field : it->second;
 }
@@ -77,7 +80,9 @@ std::string what_provides(SourceKind kind) {
     case SourceKind::router_scores:
       return "MoE layers (--moe-experts 4, docs/model.md \"MoE layer\")";
     case SourceKind::mtp_logits:
-      return "multi-token prediction layers (parity's model has no MTP head)";
+      return "multi-token prediction layers (--mtp-layers 1)";
+    case SourceKind::weight_gradient:
+      return "weight-gradient sites (--observe-wgrad)";
     default:
       return "an observation site of that kind";
   }

@@ -24,6 +24,7 @@
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
 #include "harness/model/loaded_weights.h"
+#include "harness/model/multi_token_prediction.h"
 #include "harness/model/parameter_norms.h"
 #include "harness/observation/execution_point.h"
 #include "harness/runtime/launcher.h"
@@ -118,6 +119,8 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   // synchronize with the host). Inputs: positions, then tokens and labels per
   // microbatch; outputs: logits, loss, token losses per microbatch.
   std::vector<at::Tensor> inputs{positions};
+  // MTP inputs stay outside the iteration's inputs: MTP needs graphs none.
+  std::vector<MtpBatch> mtp;
   for (std::int64_t m = 0; m < o.microbatches; ++m) {
     const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
     const MicrobatchData data = o.batch
@@ -131,6 +134,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     }
     inputs.push_back(model.slice_sequence(tokens));
     inputs.push_back(model.slice_sequence(data.labels));
+    if (c.mtp_layers > 0) mtp.push_back(model.mtp_batch(tokens, data.labels));
   }
   auto body = [&](const std::vector<at::Tensor>& in) {
     std::vector<at::Tensor> out;
@@ -139,10 +143,14 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
       const at::Tensor& tokens = in[static_cast<std::size_t>(1 + 2 * m)];
       const at::Tensor& labels = in[static_cast<std::size_t>(2 + 2 * m)];
-      const at::Tensor logits = model.forward(tokens, in[0], model.config().runtime_gather_output);
+      const at::Tensor logits =
+          model.forward(tokens, in[0], model.config().runtime_gather_output,
+                        mtp.empty() ? nullptr : &mtp[static_cast<std::size_t>(m)]);
       const at::Tensor token_losses = model.token_losses(logits, labels);
       const at::Tensor loss = token_losses.sum() / batch_tokens;
+      model.backward_starts();
       loss.backward();
+      model.backward_finished();
       out.push_back(logits.detach());
       out.push_back(loss.detach());
       out.push_back(token_losses.detach());

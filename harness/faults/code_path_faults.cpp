@@ -172,6 +172,13 @@ constexpr std::array<CodePathFaultInfo, kCodePathFaultCount> kTable = {{
      "clipping counts them tp times (field bug: ROCm/TransformerEngine PR 715)",
      "sharded_reduction",
      "tp > 1 and a parameter-norm metric (global-wgrad-l2, global-param-l2 or layer-param-l2)"},
+    {F::wgrad_hook_per_graph_task, "wgrad-hook-per-graph-task",
+     "each gradient hook firing is notified as the parameter's weight_gradient: a hook fires "
+     "once per autograd graph execution, so a weight used in several reentrant checkpoints is "
+     "notified once per checkpoint with a partial gradient (field bug: pytorch/pytorch #81296)",
+     "exactly_once",
+     "--observe-wgrad and a weight used in two reentrant checkpoints of one backward "
+     "(--mtp-layers 2 --mtp-repeated-layer with full recompute or selective:mlp)"},
 }};
 
 }  // namespace

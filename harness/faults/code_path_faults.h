@@ -56,8 +56,9 @@ enum class CodePathFault : std::uint8_t {
   expert_load_count_ungated,
   aux_loss_tracker_host_side,
   replica_marked_tp_sharded,
+  wgrad_hook_per_graph_task,
 };
-inline constexpr int kCodePathFaultCount = 32;
+inline constexpr int kCodePathFaultCount = 33;
 static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/backend/aux_loss_scaler.h"
 #include "harness/backend/tp_mappings.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/moe_layer.h"
+#include "harness/model/multi_token_prediction.h"
+#include "harness/model/weight_gradient_sites.h"
 #include "harness/recompute/checkpoint.h"
 
 namespace parity {
@@ -224,7 +227,7 @@ TransformerLayer::TransformerLayer(std::string name, const ModelConfig* config,
       input_layernorm_(name + ".input_layernorm", config, params),
       self_attention_(name + ".self_attention", config, params),
       pre_mlp_layernorm_(name + ".pre_mlp_layernorm", config, params) {
-  if (config->moe.is_moe_layer(index, config->layers)) {
+  if (index >= 0 && config->moe.is_moe_layer(index, config->layers)) {
     moe_ = std::make_unique<MoELayer>(name + ".mlp", config, params, index, parallel.ep_rank(),
                                       parallel.ep_size());
   } else {
@@ -395,7 +398,13 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
                 /*bias=*/false, config_.gather_output, config_.init_std)
           : std::make_unique<ColumnParallelLinear>(
                 "output_layer", &config_, embedding_->word_embeddings(), config_.gather_output);
+  const std::int64_t mtp_modules = config_.mtp_repeated_layer ? 1 : config_.mtp_layers;
+  for (std::int64_t k = 0; k < mtp_modules; ++k)
+    mtp_layers_.push_back(std::make_unique<MultiTokenPredictionLayer>(
+        "mtp.layers." + std::to_string(k), &config_, params_, parallel));
   if (weights) weights->finish();
+  if (config_.observe_wgrad)
+    wgrad_sites_ = std::make_unique<WeightGradientSites>(params_.parameters());
 
   graph_runner_ = backend.make_graph_runner();
   if (!graph_runner_->supports(config_.graphs)) {
@@ -415,7 +424,7 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
 GPTModel::~GPTModel() = default;
 
 at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positions,
-                             std::optional<bool> runtime_gather_output) {
+                             std::optional<bool> runtime_gather_output, const MtpBatch* mtp) {
   const ModelRuntime& rt = runtime_;
   at::Tensor h = embedding_->forward(rt, tokens, positions);
   // Full-iteration capture: the first activation is where "kernels have not
@@ -424,10 +433,78 @@ at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positio
   h = decoder_forward(h, positions);
   h = final_layernorm_->forward(rt, h);
   const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
+  // Megatron computes the MTP loss in training only (evaluation logs the LM loss).
+  if (mtp != nullptr && !mtp_layers_.empty() && rt.training)
+    h = multi_token_prediction(h, *mtp, positions, runtime_gather_output);
   at::Tensor logits = output_layer_->forward(rt, h, gathered);
   observe_tensor(*output_layer_, "output_logits", SourceKind::output_logits, logits,
                  logits_tp_shard_dim(output_layer_->gather_output(), runtime_gather_output), 0, 1);
   return logits;
+}
+
+at::Tensor GPTModel::multi_token_prediction(const at::Tensor& h, const MtpBatch& mtp,
+                                            const at::Tensor& positions,
+                                            std::optional<bool> runtime_gather_output) {
+  const ModelRuntime* rt = &runtime_;
+  const bool gathered =
+      resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
+  const OptionalDim tp_dim =
+      logits_tp_shard_dim(output_layer_->gather_output(), runtime_gather_output);
+  const bool full = config_.recompute == RecomputeKind::full_uniform ||
+                    config_.recompute == RecomputeKind::full_block;
+  at::Tensor hidden = h, loss;
+  for (std::int64_t k = 1; k <= config_.mtp_layers; ++k) {
+    const std::size_t d = static_cast<std::size_t>(k - 1);
+    const MultiTokenPredictionLayer* layer = mtp_layers_[config_.mtp_repeated_layer ? 0 : d].get();
+    const at::Tensor embedded = embedding_->forward(*rt, mtp.tokens[d], mtp.positions[d]);
+    CheckpointFn depth = [layer, rt, positions](const std::vector<at::Tensor>& in) {
+      return std::vector<at::Tensor>{layer->forward(*rt, in[0], in[1], positions)};
+    };
+    hidden =
+        full ? checkpoint(depth, {embedded, hidden}, rng_.get(), "mtp.depth" + std::to_string(k))[0]
+             : depth({embedded, hidden})[0];
+    const at::Tensor logits = output_layer_->forward(*rt, hidden, gathered);
+    observe_tensor(*output_layer_, "mtp_logits." + std::to_string(k - 1), SourceKind::mtp_logits,
+                   logits, tp_dim, 0, 1);
+    // This rank's share of the depth's mean loss over the microbatch's valid positions.
+    const at::Tensor share =
+        (token_losses(logits, mtp.labels[d]) * mtp.loss_masks[d]).sum() / mtp.valid_tokens[d];
+    loss = loss.defined() ? loss + share : share;
+  }
+  // Megatron: mtp_loss_scaling_factor / mtp_num_layers per depth, the gradient
+  // scaled as the main loss's (MTPLossAutoScaler).
+  loss = loss * (config_.mtp_loss_scale / double(config_.mtp_layers));
+  return attach_aux_loss(h, loss, runtime_.aux_loss_scale);
+}
+
+MtpBatch GPTModel::mtp_batch(const at::Tensor& tokens, const at::Tensor& labels) const {
+  MtpBatch b;
+  const std::int64_t seq = tokens.size(0);
+  const at::Tensor positions = at::arange(seq, at::kLong);
+  for (std::int64_t k = 1; k <= config_.mtp_layers; ++k) {
+    // roll_tensor(shifts=-1) k times: row i holds row i+k, the last k rows zeros.
+    auto shifted = [&](const at::Tensor& full) {
+      at::Tensor out = at::zeros_like(full);
+      out.narrow(0, 0, seq - k).copy_(full.narrow(0, k, seq - k));
+      return out;
+    };
+    at::Tensor mask = at::zeros({seq, tokens.size(1)}, at::kFloat);
+    mask.narrow(0, 0, seq - k).fill_(1.0);
+    b.tokens.push_back(slice_sequence(shifted(tokens)));
+    b.positions.push_back(slice_sequence(shifted(positions)));
+    b.labels.push_back(slice_sequence(shifted(labels)));
+    b.loss_masks.push_back(slice_sequence(mask));
+    b.valid_tokens.push_back(double(seq - k) * double(tokens.size(1)));
+  }
+  return b;
+}
+
+void GPTModel::backward_starts() {
+  if (wgrad_sites_) wgrad_sites_->backward_starts();
+}
+
+void GPTModel::backward_finished() {
+  if (wgrad_sites_) wgrad_sites_->deliver();
 }
 
 at::Tensor GPTModel::decoder_forward(const at::Tensor& h, const at::Tensor& positions) {
@@ -503,6 +580,7 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
 }
 
 void GPTModel::begin_step() {
+  if (wgrad_sites_) wgrad_sites_->clear();
   for (TransformerLayer& layer : layers_)
     if (layer.moe()) layer.moe()->router().begin_step();
 }

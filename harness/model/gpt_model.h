@@ -169,8 +169,8 @@ using LayerRegionRunner = std::function<std::vector<at::Tensor>(
 // consumer's backward).
 class TransformerLayer : public Module {
  public:
-  // `index`: the layer's global index (MoeConfig::layers reads it); `parallel`
-  // places an MoE layer's experts (its ep rank).
+  // `index`: the layer's global index (MoeConfig::layers reads it; -1: not a
+  // decoder layer, always dense); `parallel` places an MoE layer's experts (its ep rank).
   TransformerLayer(std::string name, const ModelConfig* config, ParameterFactory& params,
                    std::int64_t index = 0, const ParallelContext& parallel = {});
   TransformerLayer(TransformerLayer&&) noexcept;
@@ -229,6 +229,10 @@ struct LoggedStatistic {
   double value = 0;
 };
 
+struct MtpBatch;                  // multi_token_prediction.h
+class MultiTokenPredictionLayer;  // multi_token_prediction.h
+class WeightGradientSites;        // weight_gradient_sites.h
+
 class GPTModel {
  public:
   // The backend must outlive the model. The model owns its RNG tracker, seeded
@@ -242,8 +246,23 @@ class GPTModel {
   // tokens [s_local, b] int64 (this CP rank's part of the sequence), positions
   // [s_local] their global positions. Observes residuals after every layer and
   // output_logits. Returns logits [s_local, b, V/tp] or [s_local, b, V].
+  // With MTP depths (config mtp_layers) and `mtp` (this microbatch's
+  // mtp_batch), a training forward runs the depths after the decoder, observes
+  // their logits (mtp_logits.<k-1>) and attaches their loss to the decoder's
+  // output (Megatron's MTPLossAutoScaler): the backward of the returned logits'
+  // loss includes it; the logits and the returned loss do not.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
-                     std::optional<bool> runtime_gather_output = std::nullopt);
+                     std::optional<bool> runtime_gather_output = std::nullopt,
+                     const MtpBatch* mtp = nullptr);
+  // The MTP inputs of a microbatch from its whole-sequence tokens and labels
+  // ([seq, b]): each depth's shifted tokens, positions, labels and loss mask,
+  // this rank's part (multi_token_prediction.h).
+  MtpBatch mtp_batch(const at::Tensor& tokens, const at::Tensor& labels) const;
+  // --observe-wgrad: call around each microbatch's backward (on the rank
+  // thread): the weight_gradient sites are notified once per parameter after
+  // it (weight_gradient_sites.h). No-ops without the option.
+  void backward_starts();
+  void backward_finished();
   // Per-token next-token cross entropy [s_local, b] (fp32 or fp64), from
   // vocab-parallel or gathered logits (see docs/model.md).
   at::Tensor token_losses(const at::Tensor& logits, const at::Tensor& labels) const;
@@ -318,7 +337,16 @@ class GPTModel {
   std::vector<TransformerLayer> layers_;
   std::unique_ptr<Norm> final_layernorm_;
   std::unique_ptr<ColumnParallelLinear> output_layer_;
+  // One per depth, or one for every depth with mtp_repeated_layer.
+  std::vector<std::unique_ptr<MultiTokenPredictionLayer>> mtp_layers_;
+  std::unique_ptr<WeightGradientSites> wgrad_sites_;
   std::unique_ptr<GraphRunner> graph_runner_;
+
+  // The MTP depths after the decoder (final-norm output `h`): returns `h` with
+  // their loss attached.
+  at::Tensor multi_token_prediction(const at::Tensor& h, const MtpBatch& mtp,
+                                    const at::Tensor& positions,
+                                    std::optional<bool> runtime_gather_output);
 
   // The decoder stack with recompute and per-layer graphs wrapped around the
   // one layer structure.

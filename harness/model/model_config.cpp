@@ -363,6 +363,24 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
         "full recompute cannot be combined with per-layer graphs (as in Megatron: "
         "\"recompute_granularity must not be full when CUDA Graphs are enabled\"); use selective",
         {"graphs"});
+  if (mtp_layers < 0) add("mtp_layers", str(mtp_layers), "must be >= 0");
+  if (mtp_layers >= seq)
+    add("mtp_layers", str(mtp_layers),
+        "must be below the sequence length " + str(seq) +
+            " (depth k predicts the token k+1 positions ahead)",
+        {"seq"});
+  if (mtp_repeated_layer && mtp_layers < 1)
+    add("mtp_repeated_layer", "true", "needs mtp_layers >= 1 (a layer to repeat)", {"mtp_layers"});
+  // parity runs the MTP depths eagerly, and a gradient hook is host code that a
+  // replayed graph never runs.
+  if (mtp_layers > 0 && graphs != GraphMode::none)
+    add("mtp_layers", str(mtp_layers),
+        "multi-token prediction runs eagerly in parity: needs graphs none", {"graphs"});
+  if (observe_wgrad && graphs != GraphMode::none)
+    add("observe_wgrad", "true",
+        "weight-gradient sites are fed by gradient hooks, host code a replayed graph skips: "
+        "needs graphs none",
+        {"graphs"});
   moe_violations(*this, tp, ep, add);
   graph_scope_violations(*this, add);
   return out;

@@ -147,6 +147,15 @@ struct ModelConfig {
   std::int64_t graph_warmup = 1;       // K: per-layer warmup runs / eager iterations before capture
   GraphScope graph_scope;              // per-layer: the captured stages (empty = whole layer)
   MoeConfig moe;                       // MoE layers (off by default)
+  // Multi-token prediction (docs/model.md "Multi-token prediction"): depths
+  // after the decoder, depth k predicting the token k+1 positions ahead
+  // (Megatron's mtp_num_layers); with mtp_repeated_layer every depth runs one
+  // shared MTP layer (Megatron's mtp_use_repeated_layer).
+  std::int64_t mtp_layers = 0;
+  bool mtp_repeated_layer = false;
+  double mtp_loss_scale = 0.1;  // Megatron's mtp_loss_scaling_factor (its default)
+  // A weight_gradient observation site per parameter (harness/model/weight_gradient_sites.h).
+  bool observe_wgrad = false;
 
   std::int64_t head_dim() const { return hidden / heads; }
   std::int64_t fc1_width() const {

@@ -5,9 +5,9 @@
 namespace parity {
 namespace {
 constexpr std::array<std::string_view, kSourceKindCount> kNames{
-    "residual_accumulator", "residual_contribution", "output_logits", "attention_context",
-    "mlp_output",           "router_logits",         "router_scores", "router_diagnostics",
-    "mtp_logits",           "layernorm_output",
+    "residual_accumulator", "residual_contribution", "output_logits",   "attention_context",
+    "mlp_output",           "router_logits",         "router_scores",   "router_diagnostics",
+    "mtp_logits",           "layernorm_output",      "weight_gradient",
 };
 }  // namespace
 

@@ -23,8 +23,10 @@ enum class SourceKind : std::uint8_t {
   mtp_logits,
   layernorm_output,  // parity probe: output of a layer's input/pre-MLP norm (the
                      // selective "layernorm" recompute region)
+  weight_gradient,   // parity probe: a parameter's gradient from one microbatch's
+                     // backward, fed by gradient hooks (--observe-wgrad)
 };
-inline constexpr int kSourceKindCount = 10;
+inline constexpr int kSourceKindCount = 11;
 
 // Megatron's spelling of the kind ("residual_accumulator", ...).
 std::string_view to_string(SourceKind kind);
@@ -33,7 +35,7 @@ std::optional<SourceKind> source_kind_from_string(std::string_view name);
 // True for parity's own probe kinds (no Megatron counterpart).
 constexpr bool is_parity_probe(SourceKind kind) {
   return kind == SourceKind::attention_context || kind == SourceKind::mlp_output ||
-         kind == SourceKind::layernorm_output;
+         kind == SourceKind::layernorm_output || kind == SourceKind::weight_gradient;
 }
 
 class KindSet {

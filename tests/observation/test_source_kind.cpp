@@ -14,6 +14,7 @@ constexpr SourceKind kAllKinds[] = {
     SourceKind::mlp_output,           SourceKind::router_logits,
     SourceKind::router_scores,        SourceKind::router_diagnostics,
     SourceKind::mtp_logits,           SourceKind::layernorm_output,
+    SourceKind::weight_gradient,
 };
 static_assert(sizeof(kAllKinds) / sizeof(kAllKinds[0]) == kSourceKindCount);
 
@@ -40,11 +41,11 @@ TEST(ObservationSourceKind, UnknownNamesAreRejected) {
   EXPECT_FALSE(source_kind_from_string("mtp_logits.0").has_value());
 }
 
-TEST(ObservationSourceKind, OnlyTheThreeProbesAreParityProbes) {
+TEST(ObservationSourceKind, OnlyTheFourProbesAreParityProbes) {
   for (SourceKind k : kAllKinds)
-    EXPECT_EQ(is_parity_probe(k), k == SourceKind::attention_context ||
-                                      k == SourceKind::mlp_output ||
-                                      k == SourceKind::layernorm_output)
+    EXPECT_EQ(is_parity_probe(k),
+              k == SourceKind::attention_context || k == SourceKind::mlp_output ||
+                  k == SourceKind::layernorm_output || k == SourceKind::weight_gradient)
         << to_string(k);
 }
 

@@ -53,16 +53,21 @@ std::int64_t moe_sites_per_layer(const RunConfig& c) {
 }
 }  // namespace
 
-std::size_t expected_site_count(const RunConfig& c) {
+std::size_t expected_site_count(const RunConfig& c, std::size_t parameters) {
   const std::int64_t moe = moe_layer_count(c);
-  return static_cast<std::size_t>((c.layers - moe) * 6 + moe * moe_sites_per_layer(c) + 1);
+  return static_cast<std::size_t>((c.layers - moe) * 6 + moe * moe_sites_per_layer(c) + 1 +
+                                  c.mtp_layers) +
+         (c.observe_wgrad ? parameters : 0);
 }
 
 std::string site_count_rule(const RunConfig& c) {
   const std::int64_t moe = moe_layer_count(c);
-  if (moe == 0) return "6 per layer + the logits";
-  return "6 per dense layer, " + std::to_string(moe_sites_per_layer(c)) + " per MoE layer (" +
-         std::to_string(moe) + ") + the logits";
+  std::string rule = moe == 0 ? "6 per layer + the logits"
+                              : "6 per dense layer, " + std::to_string(moe_sites_per_layer(c)) +
+                                    " per MoE layer (" + std::to_string(moe) + ") + the logits";
+  if (c.mtp_layers > 0) rule += " + one MTP logits site per depth";
+  if (c.observe_wgrad) rule += " + one weight_gradient site per parameter of the rank";
+  return rule;
 }
 
 bool captured_by_layer_graphs(const RunConfig& c, const std::string& site) {
@@ -137,7 +142,9 @@ std::map<ObsKey, std::string> step_digests(const CheckRun& run) {
   std::map<ObsKey, std::string> out;
   for (const RankRun& r : run.ranks)
     for (const Observation& o : r.trace)
-      if (counting_phase(o.phase) && o.step >= 0)
+      // Weight gradients agree to summation-order rounding only across recompute
+      // (the gradient comparisons see them); exactly_once counts their sites.
+      if (counting_phase(o.phase) && o.step >= 0 && o.kind != "weight_gradient")
         out[{o.rank, o.step, o.microbatch, o.site}] = o.digest;
   return out;
 }
