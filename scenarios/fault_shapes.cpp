@@ -50,6 +50,22 @@ bool replay_router(RunConfig& s) {
 
 bool shape_for_fault(RunConfig& s, CodePathFault fault) {
   switch (fault) {
+    case CodePathFault::wgrad_hook_per_graph_task:
+      // A weight in two reentrant checkpoints of one backward: the MTP layer
+      // repeated over two depths, checkpointed by full recompute or inside it
+      // by selective mlp. MTP and the hooks run without graphs.
+      s.graphs = GraphOption::none;
+      s.graph_scope.clear();
+      s.observe_wgrad = true;
+      s.mtp_layers = 2;
+      s.mtp_repeated_layer = true;
+      if (s.recompute.rfind("selective:", 0) == 0) {
+        if (s.recompute.find("mlp") == std::string::npos) s.recompute += ",mlp";
+      } else if (s.recompute.rfind("full-", 0) != 0) {
+        s.recompute = "full-uniform";
+        s.recompute_layers = 1;
+      }
+      return true;
     case CodePathFault::recompute_rng_not_restored:
       // Dropout inside a checkpoint: parity's dropout sits in bias-dropout-add,
       // which only full recompute checkpoints (rejected with per-layer graphs).

@@ -284,6 +284,19 @@ void pick_optimizer(RunConfig& c) {
   c.distributed_optimizer = c.dp > 1 && sometimes(3);
 }
 
+void pick_mtp(RunConfig& c) {
+  // Drawn last too. MTP depths (a quarter of the scenarios, repeated on half of
+  // the two-depth ones) and the weight-gradient sites (a quarter), both eager
+  // only (parity runs them without graphs).
+  if (c.graphs != GraphOption::none) return;
+  if (sometimes(4)) {
+    c.mtp_layers = sometimes(2) ? 2 : 1;
+    c.mtp_repeated_layer = c.mtp_layers == 2 && sometimes(2);
+    if (!c.metrics.empty() && sometimes(2)) c.metrics.push_back("global-mtp-logits-l2");
+  }
+  c.observe_wgrad = sometimes(4);
+}
+
 void pick_launch(RunConfig& c) {
   // Processes cost ~10x threads: rare, and small worlds only.
   c.launch = c.world_size() <= 2 && sometimes(12) ? LaunchMode::processes : LaunchMode::threads;
@@ -302,6 +315,7 @@ rc::Gen<RunConfig> gen_scenario() {
     pick_evaluation(c);
     pick_moe_logging(c);
     pick_optimizer(c);
+    pick_mtp(c);
     return c;
   });
 }
@@ -323,6 +337,7 @@ rc::Gen<RunConfig> gen_moe_scenario() {
     pick_evaluation(c);
     pick_moe_logging(c);
     pick_optimizer(c);
+    pick_mtp(c);
     return c;
   });
 }

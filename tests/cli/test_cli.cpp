@@ -201,13 +201,20 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.padding_fraction, 0.25);
   EXPECT_EQ(c.padding_token_shift, 3);
   EXPECT_TRUE(c.distributed_optimizer);
-  // Every field of the table was given a non-default value above, except the
-  // input files: they are read at parse time (tests/cli/test_load_files.cpp
-  // passes them with files that fit).
+  // MTP and the gradient hooks need graphs none, which the call above cannot have.
+  const ParsedCommand eager = parse(
+      {"run", "--graphs", "none", "--mtp-layers", "2", "--mtp-repeated-layer", "--observe-wgrad"});
+  ASSERT_TRUE(eager.errors.empty()) << eager.errors.front();
+  EXPECT_EQ(eager.config.mtp_layers, 2);
+  EXPECT_TRUE(eager.config.mtp_repeated_layer);
+  EXPECT_TRUE(eager.config.observe_wgrad);
+  // Every field of the table was given a non-default value by one of the two
+  // calls, except the input files: they are read at parse time
+  // (tests/cli/test_load_files.cpp passes them with files that fit).
   const RunConfig defaults;
   for (const RunConfigField& f : run_config_fields())
     if (f.key != "backend" && f.key != "load-weights" && f.key != "load-batch") {
-      EXPECT_NE(f.get(c), f.get(defaults)) << f.key;
+      EXPECT_TRUE(f.get(c) != f.get(defaults) || f.get(eager.config) != f.get(defaults)) << f.key;
     }
 }
 
@@ -296,6 +303,7 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     if (f.key == "sp") extra = {"--tp", "2"};
     if (f.key == "moe-seq-aux-loss") extra = {"--moe-experts", "4", "--moe-aux-loss", "0.01"};
     if (f.key == "moe-per-layer-logging") extra = {"--moe-experts", "4"};
+    if (f.key == "mtp-repeated-layer") extra = {"--mtp-layers", "2"};
     std::vector<std::string> a = {"run", on};
     a.insert(a.end(), extra.begin(), extra.end());
     ParsedCommand p = parse(a);
@@ -307,8 +315,8 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     EXPECT_EQ(f.get(p.config), false) << off;
   }
   // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output, distributed-optimizer,
-  // moe-seq-aux-loss, moe-per-layer-logging
-  EXPECT_EQ(booleans, 9);
+  // moe-seq-aux-loss, moe-per-layer-logging, mtp-repeated-layer, observe-wgrad
+  EXPECT_EQ(booleans, 11);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -461,6 +469,9 @@ std::vector<BadValue> bad_values() {
       one("moe-shared-expert-ffn", "-8"),
       one("moe-force-routing", "always"),
       {"--padding-fraction", {"--moe-experts", "4", "--padding-fraction", "1.0"}},
+      one("mtp-layers", "-1"),
+      {"--mtp-repeated-layer", {"--mtp-repeated-layer"}},                 // needs --mtp-layers
+      {"--observe-wgrad", {"--observe-wgrad", "--graphs", "per-layer"}},  // needs graphs none
       one("padding-token-shift", "-1"),
   };
 }

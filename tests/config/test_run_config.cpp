@@ -381,6 +381,30 @@ TEST(RunConfigValidation, OutputFoldersMustExist) {
   EXPECT_TRUE(validate_run_config(c).empty());
 }
 
+// MTP depths and the weight-gradient sites (docs/model.md "Multi-token prediction").
+TEST(RunConfigValidation, MtpAndWeightGradientRules) {
+  RunConfig c;
+  c.mtp_layers = 16;
+  expect_only(c,
+              "--mtp-layers 16: must be below the sequence length 16 (depth k predicts the token "
+              "k+1 positions ahead)");
+  c = RunConfig{};
+  c.mtp_repeated_layer = true;
+  expect_only(c, "--mtp-repeated-layer: needs mtp_layers >= 1 (a layer to repeat)");
+  c = RunConfig{};
+  c.mtp_layers = 2;
+  c.graphs = GraphOption::full_iteration;
+  expect_only(c,
+              "--mtp-layers 2: multi-token prediction runs eagerly in parity: needs graphs none");
+  c = RunConfig{};
+  c.observe_wgrad = true;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.graphs = GraphOption::per_layer;
+  expect_only(c,
+              "--observe-wgrad: weight-gradient sites are fed by gradient hooks, host code a "
+              "replayed graph skips: needs graphs none");
+}
+
 // Issue 10: a metric whose source kind the model has no site for compares nothing.
 TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
   RunConfig c;
@@ -388,7 +412,11 @@ TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
   expect_only(c,
               "--metrics global-output-logits-l2,global-mtp-logits-l2: metric "
               "global-mtp-logits-l2 reads mtp_logits, which the model has no observation site "
-              "for: it needs multi-token prediction layers (parity's model has no MTP head)");
+              "for: it needs multi-token prediction layers (--mtp-layers 1)");
+  RunConfig with_mtp = c;
+  with_mtp.mtp_layers = 1;
+  with_mtp.graphs = GraphOption::none;
+  EXPECT_TRUE(validate_run_config(with_mtp).empty()) << cli_lines(with_mtp).front();
   c.metrics = {"layer-router-logits-l2"};
   const std::vector<std::string> lines = cli_lines(c);
   ASSERT_EQ(lines.size(), 1u);
@@ -441,7 +469,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 29);
+  EXPECT_EQ(ranged, 30);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {

@@ -23,6 +23,7 @@ constexpr SourceKind kAllKinds[] = {
     SourceKind::mlp_output,           SourceKind::router_logits,
     SourceKind::router_scores,        SourceKind::router_diagnostics,
     SourceKind::mtp_logits,           SourceKind::layernorm_output,
+    SourceKind::weight_gradient,
 };
 
 class TestOwner : public ObservationOwner {
