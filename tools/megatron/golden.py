@@ -91,6 +91,9 @@ def read_scenario(path):
         fail(f'"position-embedding" = {s["position-embedding"]!r}: must be learned or rope')
     if s["dtype"] != "fp32":
         fail(f'"dtype" = {s["dtype"]!r}: golden.py runs fp32 only')
+    for key in ("moe-experts", "mtp-layers"):
+        if s.get(key, 0) != 0:
+            fail(f'"{key}" = {json.dumps(s[key])}: golden.py runs the dense model without MTP (0)')
     if s["hidden"] % s["heads"]:
         fail(f'"heads" = {s["heads"]}: must divide hidden ({s["hidden"]})')
     return given, s
