@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include "harness/backend/aux_loss_scaler.h"
 #include "harness/backend/tp_mappings.h"
+#include "harness/model/gather_output.h"
+#include "harness/recompute/checkpoint.h"
 
 namespace parity {
 
@@ -32,6 +35,64 @@ at::Tensor MultiTokenPredictionLayer::forward(const ModelRuntime& rt, const at::
   if (config_->sequence_parallel) x = scatter_to_sequence_parallel_region(x, rt.parallel.tp);
   x = layer_.forward(rt, x, positions);
   return final_layernorm_.forward(rt, x);
+}
+
+// ---------------------------------------------------------------- GPTModel's MTP members
+at::Tensor GPTModel::multi_token_prediction(const at::Tensor& h, const MtpBatch& mtp,
+                                            const at::Tensor& positions,
+                                            std::optional<bool> runtime_gather_output) {
+  const ModelRuntime* rt = &runtime_;
+  const bool gathered =
+      resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
+  const OptionalDim tp_dim =
+      logits_tp_shard_dim(output_layer_->gather_output(), runtime_gather_output);
+  const bool full = config_.recompute == RecomputeKind::full_uniform ||
+                    config_.recompute == RecomputeKind::full_block;
+  at::Tensor hidden = h, loss;
+  for (std::int64_t k = 1; k <= config_.mtp_layers; ++k) {
+    const std::size_t d = static_cast<std::size_t>(k - 1);
+    const MultiTokenPredictionLayer* layer = mtp_layers_[config_.mtp_repeated_layer ? 0 : d].get();
+    const at::Tensor embedded = embedding_->forward(*rt, mtp.tokens[d], mtp.positions[d]);
+    CheckpointFn depth = [layer, rt, positions](const std::vector<at::Tensor>& in) {
+      return std::vector<at::Tensor>{layer->forward(*rt, in[0], in[1], positions)};
+    };
+    hidden =
+        full ? checkpoint(depth, {embedded, hidden}, rng_.get(), "mtp.depth" + std::to_string(k))[0]
+             : depth({embedded, hidden})[0];
+    const at::Tensor logits = output_layer_->forward(*rt, hidden, gathered);
+    observe_tensor(*output_layer_, "mtp_logits." + std::to_string(k - 1), SourceKind::mtp_logits,
+                   logits, tp_dim, 0, 1);
+    // This rank's share of the depth's mean loss over the microbatch's valid positions.
+    const at::Tensor share =
+        (token_losses(logits, mtp.labels[d]) * mtp.loss_masks[d]).sum() / mtp.valid_tokens[d];
+    loss = loss.defined() ? loss + share : share;
+  }
+  // Megatron: mtp_loss_scaling_factor / mtp_num_layers per depth, the gradient
+  // scaled as the main loss's (MTPLossAutoScaler).
+  loss = loss * (config_.mtp_loss_scale / double(config_.mtp_layers));
+  return attach_aux_loss(h, loss, runtime_.aux_loss_scale);
+}
+
+MtpBatch GPTModel::mtp_batch(const at::Tensor& tokens, const at::Tensor& labels) const {
+  MtpBatch b;
+  const std::int64_t seq = tokens.size(0);
+  const at::Tensor positions = at::arange(seq, at::kLong);
+  for (std::int64_t k = 1; k <= config_.mtp_layers; ++k) {
+    // roll_tensor(shifts=-1) k times: row i holds row i+k, the last k rows zeros.
+    auto shifted = [&](const at::Tensor& full) {
+      at::Tensor out = at::zeros_like(full);
+      out.narrow(0, 0, seq - k).copy_(full.narrow(0, k, seq - k));
+      return out;
+    };
+    at::Tensor mask = at::zeros({seq, tokens.size(1)}, at::kFloat);
+    mask.narrow(0, 0, seq - k).fill_(1.0);
+    b.tokens.push_back(slice_sequence(shifted(tokens)));
+    b.positions.push_back(slice_sequence(shifted(positions)));
+    b.labels.push_back(slice_sequence(shifted(labels)));
+    b.loss_masks.push_back(slice_sequence(mask));
+    b.valid_tokens.push_back(double(seq - k) * double(tokens.size(1)));
+  }
+  return b;
 }
 
 }  // namespace parity
