@@ -7,10 +7,16 @@
 //
 //   parity_bench_step [--steps N] [--max-world W] [--global-microbatches G]
 //   parity_bench_step --moe [--steps N]
+//   parity_bench_step --mtp [--steps N]
 //
 // --moe: 8 thread ranks (tp 2 with sp x dp 4), the dense model against MoE
 // layers with 8 experts, top-2, without and with expert parallelism (ep 2):
 // what the router, the dispatcher and the EP all-to-alls cost per step.
+//
+// --mtp: the same 8 thread ranks, the dense model against multi-token
+// prediction (one depth; two depths sharing one layer, without and with full
+// recompute) and the weight-gradient sites (--observe-wgrad: a hook per
+// parameter and one notification per parameter per microbatch into a trace).
 //
 // Each configuration is launched once (the "model" rank program over Gloo thread
 // ranks) for N steps; a step's time is the slowest rank's wall time of that
@@ -109,6 +115,45 @@ void print_moe_table(int steps) {
   }
 }
 
+void print_mtp_table(int steps) {
+  RunConfig base = base_model();
+  base.tp = 2;
+  base.sp = true;
+  base.dp = 4;
+  base.steps = steps;
+  std::printf(
+      "model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
+      "fp32, tp 2 sp x dp 4 (8 thread ranks); %d steps per run, step 0 dropped\n\n",
+      base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch, base.vocab,
+      steps);
+  std::printf(
+      "| MTP depths | repeated layer | recompute | weight-gradient sites | step ms (median) | "
+      "step ms (min) | rank-thread CPU ms per step (all ranks) |\n|---|---|---|---|---|---|---|\n");
+  struct Case {
+    int depths;
+    bool repeated;
+    const char* recompute;
+    bool wgrad;
+  };
+  for (const Case& k : {Case{0, false, "none", false}, Case{1, false, "none", false},
+                        Case{2, true, "none", false}, Case{2, true, "full-uniform", false},
+                        Case{0, false, "none", true}, Case{2, true, "full-uniform", true}}) {
+    RunConfig c = base;
+    c.mtp_layers = k.depths;
+    c.mtp_repeated_layer = k.repeated;
+    c.recompute = k.recompute;
+    c.observe_wgrad = k.wgrad;
+    // The sites notify only an observer: the trace records them (as parity check does).
+    if (k.wgrad) c.trace = "(recorded in memory)";
+    for (const auto& v : parity::validate_run_config(c))
+      std::fprintf(stderr, "%s\n", parity::format_for_cli(v).c_str());
+    const Measured m = measure(c);
+    std::printf("| %d | %s | %s | %s | %.1f | %.1f | %.1f |\n", k.depths, k.repeated ? "yes" : "no",
+                k.recompute, k.wgrad ? "on (traced)" : "off", m.median_ms, m.min_ms, m.cpu_ms);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +161,11 @@ int main(int argc, char** argv) {
   if (argc >= 2 && !std::strcmp(argv[1], "--moe")) {
     if (argc == 4 && !std::strcmp(argv[2], "--steps")) steps = std::max(2, std::atoi(argv[3]));
     print_moe_table(steps);
+    return 0;
+  }
+  if (argc >= 2 && !std::strcmp(argv[1], "--mtp")) {
+    if (argc == 4 && !std::strcmp(argv[2], "--steps")) steps = std::max(2, std::atoi(argv[3]));
+    print_mtp_table(steps);
     return 0;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
