@@ -181,8 +181,10 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   if (o.after_backward) o.after_backward(step, logits_of, token_losses_of);
   model.finalize_grads();
   if (o.after_finalize_grads) o.after_finalize_grads(step);
-  // Megatron logs the MoE tracker after the step's forward and backward passes.
+  // Megatron logs the MoE and MTP trackers after the step's forward and backward passes.
   for (LoggedStatistic& s : model.logged_moe_statistics(o.microbatches))
+    r.metrics.push_back({std::move(s.metric), std::move(s.label), s.value});
+  for (LoggedStatistic& s : model.logged_mtp_losses(o.microbatches))
     r.metrics.push_back({std::move(s.metric), std::move(s.label), s.value});
   r.loss = sum_over(par.dp, sum_over(par.cp, loss_share));
   at::NoGradGuard no_grad;

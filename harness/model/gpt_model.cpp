@@ -401,6 +401,9 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
   for (std::int64_t k = 0; k < mtp_modules; ++k)
     mtp_layers_.push_back(std::make_unique<MultiTokenPredictionLayer>(
         "mtp.layers." + std::to_string(k), &config_, params_, parallel));
+  if (config_.mtp_layers > 0)
+    mtp_tracked_losses_ = at::zeros(
+        {config_.mtp_layers}, at::TensorOptions().dtype(at::kDouble).device(backend.device()));
   if (weights) weights->finish();
   if (config_.observe_wgrad)
     wgrad_sites_ = std::make_unique<WeightGradientSites>(params_.parameters());
@@ -523,6 +526,7 @@ at::Tensor GPTModel::run_layer(std::int64_t index, const at::Tensor& h,
 
 void GPTModel::begin_step() {
   if (wgrad_sites_) wgrad_sites_->clear();
+  if (mtp_tracked_losses_.defined()) mtp_tracked_losses_.zero_();
   for (TransformerLayer& layer : layers_)
     if (layer.moe()) layer.moe()->router().begin_step();
 }

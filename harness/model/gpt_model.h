@@ -221,10 +221,10 @@ class Embedding : public Module {
   at::Tensor word_, position_;  // position_ undefined under rope
 };
 
-// One value of Megatron's MoE metrics tracker for a step (see
-// GPTModel::logged_moe_statistics).
+// One value of Megatron's MoE metrics tracker or MTP loss tracker for a step
+// (GPTModel::logged_moe_statistics, logged_mtp_losses).
 struct LoggedStatistic {
-  std::string metric;  // "moe-load-balancing-loss", "moe-z-loss", "moe-expert-load"
+  std::string metric;  // "moe-load-balancing-loss", "moe-z-loss", "moe-expert-load", "mtp-loss"
   std::string label;   // "decoder.layers.1", or "decoder.layers.1/expert-3" for the load
   double value = 0;
 };
@@ -317,6 +317,13 @@ class GPTModel {
   //       global batch (summed over microbatches, sequence splits and DP)
   // Empty without --moe-per-layer-logging.
   std::vector<LoggedStatistic> logged_moe_statistics(std::int64_t microbatches);
+  // Megatron's MTP loss tracker (MTPLossLoggingHelper), logged in training with
+  // MTP depths: per depth k, metric "mtp-loss" label "mtp_<k>", the depth's
+  // mean loss over its valid positions (before the scaling factor), averaged
+  // over the step's microbatches and the DP ranks (the ranks' shares summed
+  // over CP): the single-rank run's mean. Every rank must call it after the
+  // step's backward passes (collectives over cp and dp); empty without MTP.
+  std::vector<LoggedStatistic> logged_mtp_losses(std::int64_t microbatches);
   // Full-iteration graphs: wraps one iteration's forward/backward (Megatron's
   // FullCudaGraphWrapper around forward_backward_func) on the iteration's
   // batch `inputs`: iterations < K eager, iteration K captured then replayed,
@@ -340,6 +347,9 @@ class GPTModel {
   // One per depth, or one for every depth with mtp_repeated_layer.
   std::vector<std::unique_ptr<MultiTokenPredictionLayer>> mtp_layers_;
   std::unique_ptr<WeightGradientSites> wgrad_sites_;
+  // fp64 [mtp_layers]: each depth's loss shares of the step so far, added on the
+  // device; begin_step zeroes it in place.
+  at::Tensor mtp_tracked_losses_;
   std::unique_ptr<GraphRunner> graph_runner_;
 
   // The MTP depths after the decoder (final-norm output `h`): returns `h` with

@@ -66,6 +66,10 @@ at::Tensor GPTModel::multi_token_prediction(const at::Tensor& h, const MtpBatch&
     const at::Tensor share =
         (token_losses(logits, mtp.labels[d]) * mtp.loss_masks[d]).sum() / mtp.valid_tokens[d];
     loss = loss.defined() ? loss + share : share;
+    // Megatron's MTP loss tracker, added on the device. The loss is computed
+    // outside every checkpoint, so no recomputation can record it twice.
+    mtp_tracked_losses_.narrow(0, static_cast<std::int64_t>(d), 1)
+        .add_(share.detach().to(at::kDouble).reshape({1}));
   }
   // Megatron: mtp_loss_scaling_factor / mtp_num_layers per depth, the gradient
   // scaled as the main loss's (MTPLossAutoScaler).
@@ -93,6 +97,21 @@ MtpBatch GPTModel::mtp_batch(const at::Tensor& tokens, const at::Tensor& labels)
     b.valid_tokens.push_back(double(seq - k) * double(tokens.size(1)));
   }
   return b;
+}
+
+std::vector<LoggedStatistic> GPTModel::logged_mtp_losses(std::int64_t microbatches) {
+  if (!mtp_tracked_losses_.defined()) return {};
+  at::NoGradGuard no_grad;
+  const ParallelContext& par = runtime_.parallel;
+  // CP ranks hold shares of one sequence (TP ranks under SP the same losses:
+  // the output layer gathers the sequence); DP ranks hold other data.
+  const at::Tensor all = sum_over(par.dp, sum_over(par.cp, mtp_tracked_losses_.clone())).cpu();
+  const double per_microbatch = 1.0 / (double(microbatches) * double(par.dp_size()));
+  std::vector<LoggedStatistic> out;
+  for (std::int64_t k = 0; k < config_.mtp_layers; ++k)
+    out.push_back(
+        {"mtp-loss", "mtp_" + std::to_string(k + 1), all[k].item<double>() * per_microbatch});
+  return out;
 }
 
 }  // namespace parity

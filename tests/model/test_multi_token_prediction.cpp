@@ -175,6 +175,41 @@ TEST_P(MtpLossGradient, IsTheGradientOfTheWrittenOutLossAndLeavesTheLogitsAlone)
   EXPECT_GT(leaves[0].grad().abs().max().item<double>(), 0.0);
 }
 
+// Megatron's MTP loss tracker: each depth's mean loss, averaged over the step's
+// microbatches, recorded by the forward only (the backward recomputes the
+// checkpointed depths), zeroed by begin_step.
+TEST(MultiTokenPrediction, LogsEachDepthsLossOncePerMicrobatch) {
+  auto backend = make_backend("reference");
+  const ModelConfig c = mtp_config(2, true, RecomputeKind::full_uniform);
+  GPTModel model(c, *backend, ParallelContext::single());
+  const at::Tensor positions = at::arange(c.seq, at::kLong);
+  std::map<std::string, at::Tensor> observed;
+  TensorObservationCapture capture(
+      [&](const ObservationOwner&, std::string_view name, SourceKind, const at::Tensor& t,
+          OptionalDim, OptionalDim, OptionalDim) { observed[std::string(name)] = t.detach(); },
+      KindSet{SourceKind::mtp_logits});
+  for (int step = 0; step < 2; ++step) {
+    model.begin_step();
+    std::vector<double> want(2, 0.0);
+    for (std::int64_t m = 0; m < 2; ++m) {
+      const MicrobatchData data = microbatch_data(c.seed, m, c.seq, c.micro_batch, c.vocab);
+      const MtpBatch batch = model.mtp_batch(data.tokens, data.labels);
+      const at::Tensor logits = model.forward(data.tokens, positions, std::nullopt, &batch);
+      model.loss(logits, data.labels).backward();  // recomputes both depths
+      for (std::int64_t k = 1; k <= 2; ++k)
+        want[static_cast<std::size_t>(k - 1)] +=
+            depth_loss(observed.at("mtp_logits." + std::to_string(k - 1)), data.labels, k) / 2;
+    }
+    const std::vector<LoggedStatistic> logged = model.logged_mtp_losses(2);
+    ASSERT_EQ(logged.size(), 2u);
+    for (std::size_t d = 0; d < 2; ++d) {
+      EXPECT_EQ(logged[d].metric, "mtp-loss");
+      EXPECT_EQ(logged[d].label, "mtp_" + std::to_string(d + 1));
+      EXPECT_NEAR(logged[d].value, want[d], 1e-12) << "step " << step;
+    }
+  }
+}
+
 const Variant kVariants[] = {
     {1, false, RecomputeKind::none},
     {2, true, RecomputeKind::none},
