@@ -178,10 +178,57 @@ TEST(MegatronTraceDiff, ParityMatchesMegatronsTraceAndFindsAPerturbedWeight) {
   EXPECT_NE(output.find("decoder.layers.1."), std::string::npos) << output;
 }
 
+// The same on the MTP fixture (two depths, tied embeddings): parity's
+// mtp_logits.<k> equal Megatron's output layer calls of process_mtp_loss, in
+// order, and a perturbed weight of the second depth shows first there.
+TEST(MegatronTraceDiff, MtpLogitsMatchMegatronsAndFindAPerturbedDepth) {
+  const std::string fix = fixture_dir("mtp");
+  ASSERT_TRUE(files::exists(fix + "/scenario.json"))
+      << "no fixture at " << fix << " (CTest runs this from the build's tests folder)";
+  nlohmann::json given = nlohmann::json::parse(files::read(fix + "/scenario.json").value());
+  const int global = given.at("dp").get<int>() * given.at("microbatches").get<int>();
+  given.erase("dp");
+  given.erase("microbatches");
+  std::vector<std::string> model = flags_of(given);
+  model.insert(model.end(), {"--microbatches", std::to_string(global), "--steps", "1", "--lr", "0",
+                             "--load-batch", fix + "/batch.safetensors"});
+  const files::TempDir tmp("parity-megatron-mtp-diff");
+  const std::string kinds = "residual_accumulator,residual_contribution,mtp_logits,output_logits";
+  std::string output;
+  auto trace_with = [&](const std::string& weights, const std::string& trace) {
+    std::vector<std::string> a = {"run", "--load-weights", weights, "--trace", trace};
+    a.insert(a.end(), model.begin(), model.end());
+    return run_parity(a, &output);
+  };
+  ASSERT_EQ(trace_with(fix + "/weights.safetensors", tmp.path() + "/same.jsonl"), kExitOk)
+      << output;
+  EXPECT_EQ(run_parity({"diff", fix + "/trace.jsonl", tmp.path() + "/same.jsonl", "--kinds", kinds},
+                       &output),
+            kExitOk)
+      << output;
+
+  safetensors::Contents w = safetensors::read_file(fix + "/weights.safetensors");
+  std::vector<std::pair<std::string, at::Tensor>> perturbed;
+  for (auto& [name, t] : w.tensors) {
+    at::Tensor v = t.clone();
+    if (name == "mtp.layers.1.eh_proj.weight") v.view({-1})[0].mul_(1.01);
+    perturbed.emplace_back(name, v);
+  }
+  safetensors::write_file(tmp.path() + "/perturbed.safetensors", perturbed);
+  ASSERT_EQ(trace_with(tmp.path() + "/perturbed.safetensors", tmp.path() + "/off.jsonl"), kExitOk)
+      << output;
+  EXPECT_EQ(run_parity({"diff", fix + "/trace.jsonl", tmp.path() + "/off.jsonl", "--kinds", kinds},
+                       &output),
+            kExitPropertyFailed)
+      << output;
+  EXPECT_NE(output.find("output_layer.mtp_logits.1"), std::string::npos) << output;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryLayout, MegatronConformance,
     ::testing::Combine(
-        ::testing::Values(std::string("default"), std::string("modern"), std::string("tied")),
+        ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
+                          std::string("mtp")),
         ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
                           Layout{"tp2_sp", {"--tp", "2", "--sp", "--dp", "1"}},
                           Layout{"cp2", {"--cp", "2", "--dp", "1"}}, Layout{"dp2", {"--dp", "2"}},

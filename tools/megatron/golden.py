@@ -7,8 +7,8 @@ Usage (inside the venv that ci/megatron-env prints):
 Builds Megatron Core's GPTModel (get_gpt_layer_local_spec(), fp32, CPU, a gloo world of one,
 use_cpu_initialization=True, dropout 0, gradient_accumulation_fusion=False, fusions off) from the
 model keys of a parity scenario (hidden, heads, ffn-hidden, layers, seq, vocab, micro-batch,
-microbatches, dp, norm, activation, seed, position-embedding, untie, bias-linear; absent keys take
-parity's defaults), runs one forward/backward over the global batch (micro-batch * microbatches *
+microbatches, dp, norm, activation, seed, position-embedding, untie, bias-linear, mtp-layers;
+absent keys take parity's defaults; mtp-layers builds get_gpt_mtp_block_spec's depths), runs one forward/backward over the global batch (micro-batch * microbatches *
 dp rows), microbatch by microbatch, and writes to OUTDIR:
 
   weights.safetensors   the state dict, unsharded, Megatron's key names (`_extra_state` dropped)
@@ -52,6 +52,7 @@ DEFAULTS = {
     "dtype": "fp32",
 }
 NORM_EPS = 1e-5   # parity's ModelConfig::norm_eps
+MEGATRON_PIN = "0.16.1"  # ci/megatron-env's megatron-core
 INIT_STD = 0.02   # parity's ModelConfig::init_std
 
 
@@ -91,9 +92,14 @@ def read_scenario(path):
         fail(f'"position-embedding" = {s["position-embedding"]!r}: must be learned or rope')
     if s["dtype"] != "fp32":
         fail(f'"dtype" = {s["dtype"]!r}: golden.py runs fp32 only')
-    for key in ("moe-experts", "mtp-layers"):
-        if s.get(key, 0) != 0:
-            fail(f'"{key}" = {json.dumps(s[key])}: golden.py runs the dense model without MTP (0)')
+    if s.get("moe-experts", 0) != 0:
+        fail(f'"moe-experts" = {json.dumps(s["moe-experts"])}: golden.py runs the dense model (0)')
+    mtp = s.get("mtp-layers", 0)
+    if not isinstance(mtp, int) or isinstance(mtp, bool) or mtp < 0 or mtp >= s["seq"]:
+        fail(f'"mtp-layers" = {json.dumps(mtp)}: must be an integer in [0, seq)')
+    if s.get("mtp-repeated-layer", False):
+        fail('"mtp-repeated-layer" = true: megatron-core ' + MEGATRON_PIN +
+             ' has no mtp_use_repeated_layer')
     if s["hidden"] % s["heads"]:
         fail(f'"heads" = {s["heads"]}: must divide hidden ({s["hidden"]})')
     return given, s
@@ -146,10 +152,18 @@ def build_model(s):
         apply_rope_fusion=False, params_dtype=torch.float32,
         tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
     )
+    layer_spec = get_gpt_layer_local_spec(
+        normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm")
+    mtp_block_spec = None
+    if s.get("mtp-layers", 0) > 0:
+        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
+        config.mtp_num_layers = s["mtp-layers"]
+        config.mtp_loss_scaling_factor = 0.1  # parity's ModelConfig::mtp_loss_scale
+        mtp_block_spec = get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=False)
     return GPTModel(
         config=config,
-        transformer_layer_spec=get_gpt_layer_local_spec(
-            normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm"),
+        transformer_layer_spec=layer_spec,
+        mtp_block_spec=mtp_block_spec,
         vocab_size=s["vocab"], max_sequence_length=s["seq"],
         share_embeddings_and_output_weights=not s["untie"],
         position_embedding_type="learned_absolute" if s["position-embedding"] == "learned"
@@ -159,9 +173,19 @@ def build_model(s):
     )
 
 
+# megatron-core 0.16.1 calls an MTP layer's transformer layer `transformer_layer`; later
+# Megatron (and parity) `mtp_model_layer`. The files hold the later name.
+def file_name(key):
+    return key.replace(".transformer_layer.", ".mtp_model_layer.") if key.startswith("mtp.") else key
+
+
+def megatron_name(key):
+    return key.replace(".mtp_model_layer.", ".transformer_layer.") if key.startswith("mtp.") else key
+
+
 def weights_of(model):
-    """The unsharded state dict, Megatron's names, `_extra_state` dropped, fp32 copies."""
-    return {k: v.detach().clone() for k, v in model.state_dict().items()
+    """The unsharded state dict, the files' names, `_extra_state` dropped, fp32 copies."""
+    return {file_name(k): v.detach().clone() for k, v in model.state_dict().items()
             if not k.endswith("_extra_state") and v is not None}
 
 
@@ -175,7 +199,7 @@ def load_weights(model, path):
     for k, t in tensors.items():
         if tuple(t.shape) != tuple(own[k].shape):
             fail(f"{path}: {k} has shape {list(t.shape)}, the model wants {list(own[k].shape)}")
-    model.load_state_dict(tensors, strict=False)
+    model.load_state_dict({megatron_name(k): t for k, t in tensors.items()}, strict=False)
 
 
 # --------------------------------------------------------------------------- trace records
@@ -241,11 +265,24 @@ def attach_hooks(model, recorder):
                             contribution, None, False)
         handles.append(layer.register_forward_hook(after_layer, with_kwargs=True))
 
+    # With MTP the output layer runs once per depth (mtp_logits.<k>) before the decoder's own
+    # logits, in each microbatch.
+    mtp_depths = model.config.mtp_num_layers or 0
+    calls = {"microbatch": None, "n": 0}
+
     def after_output_layer(module, args, output):
         logits = output[0] if isinstance(output, tuple) else output
+        if calls["microbatch"] != recorder.microbatch:
+            calls["microbatch"], calls["n"] = recorder.microbatch, 0
+        k = calls["n"]
+        calls["n"] += 1
         # Not gathered (parallel_output=True): Megatron passes tp_shard_dim -1.
-        recorder.record("output_layer.output_logits", "output_logits", logits, -1,
-                        logits.requires_grad)
+        if k < mtp_depths:
+            recorder.record(f"output_layer.mtp_logits.{k}", "mtp_logits", logits, -1,
+                            logits.requires_grad)
+        else:
+            recorder.record("output_layer.output_logits", "output_logits", logits, -1,
+                            logits.requires_grad)
     handles.append(model.output_layer.register_forward_hook(after_output_layer))
     return handles
 
@@ -275,6 +312,12 @@ def run(model, s, tokens, labels, recorder):
     # Megatron's causal mask (True = masked out), passed explicitly: its default mask is made
     # on "cuda" (get_default_causal_mask).
     causal = torch.triu(torch.ones(1, 1, s["seq"], s["seq"], dtype=torch.bool), diagonal=1)
+    if s.get("mtp-layers", 0) > 0:
+        # The MTP loss's backward scale, as the training schedule sets it: the main loss's
+        # (each microbatch's mean is its 1 / microbatches share of the batch mean; parity's
+        # aux_loss_scale).
+        from megatron.core.transformer.multi_token_prediction import MTPLossAutoScaler
+        MTPLossAutoScaler.set_loss_scale(torch.tensor(1.0 / (rows // mb)))
     for i in range(rows // mb):
         recorder.microbatch = i
         rows_i = slice(i * mb, (i + 1) * mb)
@@ -317,7 +360,7 @@ def main():
         params = dict(model.named_parameters())
         expected = {"logits": logits, "loss": loss}
         for k in weights:
-            p = params.get(k)
+            p = params.get(megatron_name(k))
             if p is None:
                 continue  # a buffer, not a parameter
             expected[f"grad.{k}"] = p.grad if p.grad is not None else torch.zeros_like(p)
