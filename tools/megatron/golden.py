@@ -8,8 +8,9 @@ Builds Megatron Core's GPTModel (get_gpt_layer_local_spec(), fp32, CPU, a gloo w
 use_cpu_initialization=True, dropout 0, gradient_accumulation_fusion=False, fusions off) from the
 model keys of a parity scenario (hidden, heads, ffn-hidden, layers, seq, vocab, micro-batch,
 microbatches, dp, norm, activation, seed, position-embedding, untie, bias-linear, mtp-layers;
-absent keys take parity's defaults; mtp-layers builds get_gpt_mtp_block_spec's depths), runs one forward/backward over the global batch (micro-batch * microbatches *
-dp rows), microbatch by microbatch, and writes to OUTDIR:
+absent keys take parity's defaults; mtp-layers adds get_gpt_mtp_block_spec's depths), runs one
+forward/backward over the global batch (micro-batch * microbatches * dp rows), microbatch by
+microbatch, and writes to OUTDIR:
 
   weights.safetensors   the state dict, unsharded, Megatron's key names (`_extra_state` dropped)
   batch.safetensors     tokens, labels: int64 [global_batch, seq]
