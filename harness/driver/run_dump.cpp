@@ -53,6 +53,32 @@ at::Tensor RunDump::full_parameter_tensor(const at::Tensor& local, const ShardSp
   return unshard(all.chunk(tp->size(), spec.dim), spec);
 }
 
+std::vector<std::pair<std::string, at::Tensor>> RunDump::full_tensors(
+    const Parameter& p, const at::Tensor& local) const {
+  Communicator* ep = model_.parallel().ep;
+  if (p.expert < 0 || ep == nullptr || ep->size() == 1)
+    return {{p.name, full_parameter_tensor(local, p.shard)}};
+  // Every EP rank holds E / ep experts in the same places of its parameter list,
+  // so this slot holds expert p.expert + (r - ep_rank) * (E / ep) on EP rank r.
+  Communicator* tp = model_.parallel().tp;
+  at::Tensor full = local.detach().contiguous();
+  if (!p.shard.replicated() && tp != nullptr && tp->size() > 1)
+    full = unshard(tp->all_gather(full, p.shard.dim).chunk(tp->size(), p.shard.dim), p.shard);
+  const at::Tensor all = ep->all_gather(full.unsqueeze(0).contiguous(), 0).to(at::kCPU);
+  const std::int64_t per_rank = model_.config().moe.experts / ep->size();
+  const std::string own = ".local_experts." + std::to_string(p.expert) + ".";
+  const std::size_t at = p.name.find(own);
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (int r = 0; r < ep->size(); ++r) {
+    const std::int64_t g = p.expert + (r - ep->rank()) * per_rank;
+    std::string name = p.name;
+    if (at != std::string::npos)
+      name.replace(at, own.size(), ".local_experts." + std::to_string(g) + ".");
+    out.emplace_back(std::move(name), all[r].contiguous());
+  }
+  return out;
+}
+
 at::Tensor RunDump::gather_batch(const std::vector<at::Tensor>& per_microbatch,
                                  bool vocab_sharded) const {
   const ParallelContext& par = model_.parallel();
@@ -77,7 +103,7 @@ at::Tensor RunDump::gather_batch(const std::vector<at::Tensor>& per_microbatch,
 void RunDump::write_weights_and_inputs() {
   std::vector<std::pair<std::string, at::Tensor>> weights;
   for (const Parameter& p : model_.parameters())
-    weights.emplace_back(p.name, full_parameter_tensor(p.value, p.shard));
+    for (auto& entry : full_tensors(p, p.value)) weights.push_back(std::move(entry));
   write("weights.safetensors", "the initial weights, full (unsharded), Megatron's key names",
         weights);
   const ModelConfig& c = model_.config();
@@ -112,7 +138,7 @@ void RunDump::write_gradients(std::int64_t step) {
   std::vector<std::pair<std::string, at::Tensor>> grads;
   for (const Parameter& p : model_.parameters()) {
     const at::Tensor g = p.value.grad().defined() ? p.value.grad() : at::zeros_like(p.value);
-    grads.emplace_back("grad." + p.name, full_parameter_tensor(g, p.shard));
+    for (auto& [name, t] : full_tensors(p, g)) grads.emplace_back("grad." + name, std::move(t));
   }
   write("grads.safetensors",
         "step 0's gradients after finalize_grads (of the mean loss over the global batch), "

@@ -9,6 +9,7 @@
 // observations (observations.rank{r}.safetensors, this rank's local shards).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@ namespace parity {
 
 class GPTModel;
 class LoadedBatch;
+struct Parameter;
 class TraceRecorder;
 struct TraceRecord;
 
@@ -65,6 +67,11 @@ class RunDump {
   nlohmann::json files_ = nlohmann::json::object();
 
   at::Tensor full_parameter_tensor(const at::Tensor& local, const ShardSpec& spec) const;
+  // (name, full tensor) of `local` (the parameter `p`'s value or gradient): one entry, or
+  // under expert parallelism, for a routed expert, the same slot of every EP rank (the other
+  // experts), each named by its global expert index.
+  std::vector<std::pair<std::string, at::Tensor>> full_tensors(const Parameter& p,
+                                                               const at::Tensor& local) const;
   // [s_local, b, ...] per local microbatch -> [global batch, seq, ...] of the step.
   at::Tensor gather_batch(const std::vector<at::Tensor>& per_microbatch, bool vocab_sharded) const;
   // Writes (and lists) the file only when `writer` (default: this rank is the dump's writer).

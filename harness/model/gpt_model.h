@@ -72,6 +72,11 @@ class ParameterFactory {
   at::Tensor make(const std::string& name, std::vector<std::int64_t> full_shape, InitKind kind,
                   double std, ShardSpec shard, bool sequence_parallel = false);
   std::vector<Parameter>& parameters() { return parameters_; }
+  // A parameter another rank makes (a routed expert of another EP rank): tells
+  // the source, so that an unsharded file's entry for it is expected.
+  void held_elsewhere(const std::string& name) {
+    if (source_) source_->held_elsewhere(name);
+  }
 
  private:
   const ModelConfig& config_;

@@ -124,6 +124,8 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
   return shard_of(full.to(r.dtype), r.shard, r.tp_rank, r.tp_size);
 }
 
+void LoadedWeights::held_elsewhere(const std::string& name) { used_.insert(name); }
+
 void LoadedWeights::finish() {
   for (std::size_t f = 0; f < ranks_.size(); ++f)
     for (const auto& [name, t] : ranks_[f])

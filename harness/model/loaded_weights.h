@@ -41,8 +41,9 @@ class LoadedWeights : public ParameterSource {
   // A problem is recorded (and a zero tensor of the expected shape returned)
   // instead of thrown, so that finish() can name every problem at once.
   at::Tensor local_value(const ParameterRequest& request) override;
-  // Records every file entry no parameter asked for, then throws WeightsError
-  // when there is any problem.
+  void held_elsewhere(const std::string& name) override;
+  // Records every file entry no parameter asked for (or another rank holds),
+  // then throws WeightsError when there is any problem.
   void finish() override;
 
   // Files read: {FILE} or {FILE.tp0, ...}.

@@ -354,6 +354,13 @@ MoELayer::MoELayer(std::string name, const ModelConfig* config, ParameterFactory
     params.parameters().back().expert = global;
     experts_.push_back(e);
   }
+  // The other EP ranks' experts: in an unsharded weights file, not here.
+  for (std::int64_t g = 0; g < c.moe.experts; ++g) {
+    if (g >= first_expert_ && g < first_expert_ + local) continue;
+    const std::string base = name_ + ".experts.local_experts." + std::to_string(g);
+    params.held_elsewhere(base + ".linear_fc1.weight");
+    params.held_elsewhere(base + ".linear_fc2.weight");
+  }
   if (c.moe.shared_expert_ffn > 0) {
     const std::int64_t f = c.moe.shared_expert_ffn;
     shared_fc1_ = std::make_unique<ColumnParallelLinear>(

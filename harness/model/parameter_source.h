@@ -28,6 +28,10 @@ class ParameterSource {
   // This TP rank's shard of the parameter (shard_of(full, shard, tp_rank,
   // tp_size)), of `dtype`, on the CPU.
   virtual at::Tensor local_value(const ParameterRequest& request) = 0;
+  // A parameter of the model that another rank holds, not this one (a routed
+  // expert of another EP rank): an unsharded source has it and must not count
+  // it as unknown.
+  virtual void held_elsewhere(const std::string& name) { (void)name; }
   // Called once after the model asked for every parameter (e.g. to reject
   // entries the model has no parameter for).
   virtual void finish() {}

@@ -78,6 +78,11 @@ TEST_P(MegatronConformance, LogitsLossAndGradientsMatchMegatronCore) {
     if (layout.flags[i] == "--dp") dp = std::stoi(layout.flags[i + 1]);
   args.insert(args.end(), layout.flags.begin(), layout.flags.end());
   args.insert(args.end(), {"--microbatches", std::to_string(global / dp)});
+  // MoE layers with tp > 1 need sequence parallelism (Megatron's rule, and parity's).
+  const bool moe = scenario.value("moe-experts", 0) > 0;
+  const bool tp = std::find(layout.flags.begin(), layout.flags.end(), "--tp") != layout.flags.end();
+  const bool sp = std::find(layout.flags.begin(), layout.flags.end(), "--sp") != layout.flags.end();
+  if (moe && tp && !sp) args.push_back("--sp");
 
   const files::TempDir tmp("parity-conformance");
   const std::string dump = tmp.path() + "/dump";
@@ -228,11 +233,21 @@ INSTANTIATE_TEST_SUITE_P(
     EveryLayout, MegatronConformance,
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
-                          std::string("mtp")),
+                          std::string("mtp"), std::string("moe")),
         ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
                           Layout{"tp2_sp", {"--tp", "2", "--sp", "--dp", "1"}},
                           Layout{"cp2", {"--cp", "2", "--dp", "1"}}, Layout{"dp2", {"--dp", "2"}},
                           Layout{"tp2_cp2_dp2", {"--tp", "2", "--cp", "2", "--dp", "2"}})),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
+
+// Expert parallelism: the MoE fixture's experts split over EP 2 (inside CP x DP).
+INSTANTIATE_TEST_SUITE_P(
+    ExpertParallel, MegatronConformance,
+    ::testing::Combine(::testing::Values(std::string("moe")),
+                       ::testing::Values(Layout{"dp2_ep2", {"--dp", "2", "--ep", "2"}},
+                                         Layout{"tp2_sp_cp2_ep2",
+                                                {"--tp", "2", "--sp", "--cp", "2", "--dp", "1",
+                                                 "--ep", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 }  // namespace

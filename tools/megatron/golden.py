@@ -30,6 +30,8 @@ uses it to compare a live run with the committed fixture).
 Three shims make Megatron run without CUDA (issue 11): GlobalMemoryBuffer.get_tensor allocates on
 the CPU, CudaRNGStatesTracker.fork is a no-op context (dropout is 0, no RNG state is needed), and
 torch.cuda.current_device answers the CPU device (rotary embeddings cache their frequencies there).
+A fourth is for MoE: 0.16.1's router_gating_linear reads te_general_gemm, which exists only with
+Transformer Engine; golden.py sets it to None.
 """
 import argparse
 import json
@@ -54,6 +56,13 @@ DEFAULTS = {
 }
 NORM_EPS = 1e-5   # parity's ModelConfig::norm_eps
 MEGATRON_PIN = "0.16.1"  # ci/megatron-env's megatron-core
+# MoE options golden.py does not map (parity's defaults); moe-experts, moe-topk, moe-aux-loss and
+# moe-z-loss it maps onto Megatron's config.
+MOE_DEFAULTS = {
+    "moe-score": "softmax", "moe-ffn-hidden": 0, "moe-layers": "all", "moe-seq-aux-loss": False,
+    "moe-expert-bias": 0.0, "moe-capacity-factor": 0.0, "moe-shared-expert-ffn": 0,
+    "moe-force-routing": "none", "padding-fraction": 0.0, "ep": 1,
+}
 INIT_STD = 0.02   # parity's ModelConfig::init_std
 
 
@@ -93,8 +102,18 @@ def read_scenario(path):
         fail(f'"position-embedding" = {s["position-embedding"]!r}: must be learned or rope')
     if s["dtype"] != "fp32":
         fail(f'"dtype" = {s["dtype"]!r}: golden.py runs fp32 only')
-    if s.get("moe-experts", 0) != 0:
-        fail(f'"moe-experts" = {json.dumps(s["moe-experts"])}: golden.py runs the dense model (0)')
+    experts = s.get("moe-experts", 0)
+    if not isinstance(experts, int) or isinstance(experts, bool) or experts == 1 or experts < 0:
+        fail(f'"moe-experts" = {json.dumps(experts)}: must be 0 (dense) or an integer >= 2')
+    if experts:
+        if s.get("bias-linear", True):
+            fail('"bias-linear" = true: with MoE layers golden.py needs false (parity\'s experts '
+                 'have no biases)')
+        # The MoE keys golden.py maps; any other MoE option must keep parity's default.
+        for key, default in MOE_DEFAULTS.items():
+            if s.get(key, default) != default:
+                fail(f'"{key}" = {json.dumps(s[key])}: golden.py runs MoE layers with its default '
+                     f'({json.dumps(default)}) only')
     mtp = s.get("mtp-layers", 0)
     if not isinstance(mtp, int) or isinstance(mtp, bool) or mtp < 0 or mtp >= s["seq"]:
         fail(f'"mtp-layers" = {json.dumps(mtp)}: must be an integer in [0, seq)')
@@ -107,7 +126,7 @@ def read_scenario(path):
 
 
 def install_cpu_shims():
-    """The three shims of issue 11 (see the module docstring)."""
+    """The CPU shims (see the module docstring)."""
     from megatron.core import utils as mcore_utils
     from megatron.core.tensor_parallel import random as mcore_random
 
@@ -120,6 +139,10 @@ def install_cpu_shims():
 
     mcore_utils.GlobalMemoryBuffer.get_tensor = get_tensor
     mcore_random.CudaRNGStatesTracker.fork = lambda self, name=None: contextlib.nullcontext()
+    # 0.16.1's router_gating_linear reads te_general_gemm, which exists only with TE installed.
+    from megatron.core.transformer.moe import moe_utils
+    if not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
     torch.cuda.current_device = lambda: torch.device("cpu")
 
 
@@ -153,7 +176,24 @@ def build_model(s):
         apply_rope_fusion=False, params_dtype=torch.float32,
         tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
     )
+    experts = s.get("moe-experts", 0)
+    if experts:
+        # Megatron's dropless MoE with the all-gather dispatcher (one rank), experts as
+        # SequentialMLP, the switch load-balancing loss and the z-loss.
+        config.num_moe_experts = experts
+        config.moe_router_topk = s.get("moe-topk", 2)
+        config.moe_ffn_hidden_size = s["ffn-hidden"]
+        config.moe_aux_loss_coeff = float(s.get("moe-aux-loss", 0.0))
+        config.moe_z_loss_coeff = float(s.get("moe-z-loss", 0.0)) or None
+        config.moe_router_load_balancing_type = "aux_loss" if config.moe_aux_loss_coeff else "none"
+        # parity's softmax routing takes the top-k of the softmax over every expert and keeps
+        # those scores as the weights: Megatron's pre-softmax routing (its default softmaxes
+        # the top-k logits instead).
+        config.moe_router_pre_softmax = True
+        config.moe_token_dispatcher_type = "allgather"
+        config.moe_grouped_gemm = False
     layer_spec = get_gpt_layer_local_spec(
+        num_experts=experts or None, moe_grouped_gemm=False,
         normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm")
     mtp_block_spec = None
     if s.get("mtp-layers", 0) > 0:
@@ -319,6 +359,10 @@ def run(model, s, tokens, labels, recorder):
         # aux_loss_scale).
         from megatron.core.transformer.multi_token_prediction import MTPLossAutoScaler
         MTPLossAutoScaler.set_loss_scale(torch.tensor(1.0 / (rows // mb)))
+    if s.get("moe-experts", 0):
+        # The MoE aux losses' backward scale, as the schedule sets it (parity's aux_loss_scale).
+        from megatron.core.transformer.moe.moe_utils import MoEAuxLossAutoScaler
+        MoEAuxLossAutoScaler.set_loss_scale(torch.tensor(1.0 / (rows // mb)))
     for i in range(rows // mb):
         recorder.microbatch = i
         rows_i = slice(i * mb, (i + 1) * mb)
