@@ -82,7 +82,8 @@ Measured measure(const RunConfig& c) {
   return {per_step[per_step.size() / 2], per_step.front(), cpu[cpu.size() / 2]};
 }
 
-void print_moe_table(int steps) {
+// The 8 thread ranks of --moe and --mtp (tp 2 with sp x dp 4), its line printed.
+RunConfig eight_rank_model(int steps) {
   RunConfig base = base_model();
   base.tp = 2;
   base.sp = true;
@@ -93,6 +94,18 @@ void print_moe_table(int steps) {
       "fp32, tp 2 sp x dp 4 (8 thread ranks); %d steps per run, step 0 dropped\n\n",
       base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch, base.vocab,
       steps);
+  return base;
+}
+
+// measure(c), after printing any rule `c` breaks.
+Measured measure_checked(const RunConfig& c) {
+  for (const auto& v : parity::validate_run_config(c))
+    std::fprintf(stderr, "%s\n", parity::format_for_cli(v).c_str());
+  return measure(c);
+}
+
+void print_moe_table(int steps) {
+  const RunConfig base = eight_rank_model(steps);
   std::printf(
       "| layers | experts | top-k | ep | step ms (median) | step ms (min) | "
       "rank-thread CPU ms per step (all ranks) |\n|---|---|---|---|---|---|---|\n");
@@ -106,9 +119,7 @@ void print_moe_table(int steps) {
     c.ep = k.ep;
     c.moe_ffn_hidden = k.experts ? base.ffn_hidden / 4 : 0;
     if (k.experts) c.moe_aux_loss = 0.01;
-    for (const auto& v : parity::validate_run_config(c))
-      std::fprintf(stderr, "%s\n", parity::format_for_cli(v).c_str());
-    const Measured m = measure(c);
+    const Measured m = measure_checked(c);
     std::printf("| %s | %d | %d | %d | %.1f | %.1f | %.1f |\n", k.what, k.experts,
                 k.experts ? c.moe_topk : 0, k.ep, m.median_ms, m.min_ms, m.cpu_ms);
     std::fflush(stdout);
@@ -116,16 +127,7 @@ void print_moe_table(int steps) {
 }
 
 void print_mtp_table(int steps) {
-  RunConfig base = base_model();
-  base.tp = 2;
-  base.sp = true;
-  base.dp = 4;
-  base.steps = steps;
-  std::printf(
-      "model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
-      "fp32, tp 2 sp x dp 4 (8 thread ranks); %d steps per run, step 0 dropped\n\n",
-      base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch, base.vocab,
-      steps);
+  const RunConfig base = eight_rank_model(steps);
   std::printf(
       "| MTP depths | repeated layer | recompute | weight-gradient sites | step ms (median) | "
       "step ms (min) | rank-thread CPU ms per step (all ranks) |\n|---|---|---|---|---|---|---|\n");
@@ -145,9 +147,7 @@ void print_mtp_table(int steps) {
     c.observe_wgrad = k.wgrad;
     // The sites notify only an observer: the trace records them (as parity check does).
     if (k.wgrad) c.trace = "(recorded in memory)";
-    for (const auto& v : parity::validate_run_config(c))
-      std::fprintf(stderr, "%s\n", parity::format_for_cli(v).c_str());
-    const Measured m = measure(c);
+    const Measured m = measure_checked(c);
     std::printf("| %d | %s | %s | %s | %.1f | %.1f | %.1f |\n", k.depths, k.repeated ? "yes" : "no",
                 k.recompute, k.wgrad ? "on (traced)" : "off", m.median_ms, m.min_ms, m.cpu_ms);
     std::fflush(stdout);

@@ -133,61 +133,14 @@ TEST_P(MegatronConformance, LogitsLossAndGradientsMatchMegatronCore) {
             << " compared)\n";
 }
 
-// docs/interop.md's commands 3 and 4 on the default fixture: parity's trace on
-// Megatron's weights equals Megatron's at every residual and logits site, and
-// one perturbed weight makes `parity diff` exit 1 naming a site.
-TEST(MegatronTraceDiff, ParityMatchesMegatronsTraceAndFindsAPerturbedWeight) {
-  const std::string fix = fixture_dir("default");
-  ASSERT_TRUE(files::exists(fix + "/scenario.json"))
-      << "no fixture at " << fix << " (CTest runs this from the build's tests folder)";
-  const nlohmann::json scenario =
-      nlohmann::json::parse(files::read(fix + "/scenario.json").value());
-  const int global = scenario.at("dp").get<int>() * scenario.at("microbatches").get<int>();
-  nlohmann::json given = scenario;
-  given.erase("dp");
-  given.erase("microbatches");
-  std::vector<std::string> model = flags_of(given);
-  model.insert(model.end(), {"--microbatches", std::to_string(global), "--steps", "1", "--lr", "0",
-                             "--load-batch", fix + "/batch.safetensors"});
-  const files::TempDir tmp("parity-megatron-diff");
-  const std::string kinds = "residual_accumulator,residual_contribution,output_logits";
-  std::string output;
-
-  std::vector<std::string> same = {"run", "--load-weights", fix + "/weights.safetensors", "--trace",
-                                   tmp.path() + "/same.jsonl"};
-  same.insert(same.end(), model.begin(), model.end());
-  ASSERT_EQ(run_parity(same, &output), kExitOk) << output;
-  EXPECT_EQ(run_parity({"diff", fix + "/trace.jsonl", tmp.path() + "/same.jsonl", "--kinds", kinds},
-                       &output),
-            kExitOk)
-      << output;
-
-  // One element of layer 1's fc2 weight, changed by 1%.
-  safetensors::Contents w = safetensors::read_file(fix + "/weights.safetensors");
-  std::vector<std::pair<std::string, at::Tensor>> perturbed;
-  for (auto& [name, t] : w.tensors) {
-    at::Tensor v = t.clone();
-    if (name == "decoder.layers.1.mlp.linear_fc2.weight") v.view({-1})[0].mul_(1.01);
-    perturbed.emplace_back(name, v);
-  }
-  safetensors::write_file(tmp.path() + "/perturbed.safetensors", perturbed);
-  std::vector<std::string> off = {"run", "--load-weights", tmp.path() + "/perturbed.safetensors",
-                                  "--trace", tmp.path() + "/off.jsonl"};
-  off.insert(off.end(), model.begin(), model.end());
-  ASSERT_EQ(run_parity(off, &output), kExitOk) << output;
-  EXPECT_EQ(run_parity({"diff", fix + "/trace.jsonl", tmp.path() + "/off.jsonl", "--kinds", kinds},
-                       &output),
-            kExitPropertyFailed)
-      << output;
-  // Layer 0 is untouched: the first divergence is in layer 1.
-  EXPECT_NE(output.find("decoder.layers.1."), std::string::npos) << output;
-}
-
-// The same on the MTP fixture (two depths, tied embeddings): parity's
-// mtp_logits.<k> equal Megatron's output layer calls of process_mtp_loss, in
-// order, and a perturbed weight of the second depth shows first there.
-TEST(MegatronTraceDiff, MtpLogitsMatchMegatronsAndFindAPerturbedDepth) {
-  const std::string fix = fixture_dir("mtp");
+// parity's trace on the fixture's weights and batch equals Megatron's at every
+// site of `kinds`; with one element of `perturbed` changed by 1%, `parity diff`
+// exits 1 and names `first_divergence` (docs/interop.md's commands 3 and 4).
+void expect_trace_matches_and_finds_a_perturbed_weight(const std::string& variant,
+                                                       const std::string& kinds,
+                                                       const std::string& perturbed,
+                                                       const std::string& first_divergence) {
+  const std::string fix = fixture_dir(variant);
   ASSERT_TRUE(files::exists(fix + "/scenario.json"))
       << "no fixture at " << fix << " (CTest runs this from the build's tests folder)";
   nlohmann::json given = nlohmann::json::parse(files::read(fix + "/scenario.json").value());
@@ -197,8 +150,7 @@ TEST(MegatronTraceDiff, MtpLogitsMatchMegatronsAndFindAPerturbedDepth) {
   std::vector<std::string> model = flags_of(given);
   model.insert(model.end(), {"--microbatches", std::to_string(global), "--steps", "1", "--lr", "0",
                              "--load-batch", fix + "/batch.safetensors"});
-  const files::TempDir tmp("parity-megatron-mtp-diff");
-  const std::string kinds = "residual_accumulator,residual_contribution,mtp_logits,output_logits";
+  const files::TempDir tmp("parity-megatron-diff");
   std::string output;
   auto trace_with = [&](const std::string& weights, const std::string& trace) {
     std::vector<std::string> a = {"run", "--load-weights", weights, "--trace", trace};
@@ -213,20 +165,37 @@ TEST(MegatronTraceDiff, MtpLogitsMatchMegatronsAndFindAPerturbedDepth) {
       << output;
 
   safetensors::Contents w = safetensors::read_file(fix + "/weights.safetensors");
-  std::vector<std::pair<std::string, at::Tensor>> perturbed;
+  std::vector<std::pair<std::string, at::Tensor>> changed;
   for (auto& [name, t] : w.tensors) {
     at::Tensor v = t.clone();
-    if (name == "mtp.layers.1.eh_proj.weight") v.view({-1})[0].mul_(1.01);
-    perturbed.emplace_back(name, v);
+    if (name == perturbed) v.view({-1})[0].mul_(1.01);
+    changed.emplace_back(name, v);
   }
-  safetensors::write_file(tmp.path() + "/perturbed.safetensors", perturbed);
+  safetensors::write_file(tmp.path() + "/perturbed.safetensors", changed);
   ASSERT_EQ(trace_with(tmp.path() + "/perturbed.safetensors", tmp.path() + "/off.jsonl"), kExitOk)
       << output;
   EXPECT_EQ(run_parity({"diff", fix + "/trace.jsonl", tmp.path() + "/off.jsonl", "--kinds", kinds},
                        &output),
             kExitPropertyFailed)
       << output;
-  EXPECT_NE(output.find("output_layer.mtp_logits.1"), std::string::npos) << output;
+  EXPECT_NE(output.find(first_divergence), std::string::npos) << output;
+}
+
+// The default fixture: one element of layer 1's fc2 weight changed; layer 0 is
+// untouched, so the first divergence is in layer 1.
+TEST(MegatronTraceDiff, ParityMatchesMegatronsTraceAndFindsAPerturbedWeight) {
+  expect_trace_matches_and_finds_a_perturbed_weight(
+      "default", "residual_accumulator,residual_contribution,output_logits",
+      "decoder.layers.1.mlp.linear_fc2.weight", "decoder.layers.1.");
+}
+
+// The MTP fixture (two depths, tied embeddings): parity's mtp_logits.<k> equal
+// Megatron's output layer calls of process_mtp_loss, in order, and a perturbed
+// weight of the second depth shows first there.
+TEST(MegatronTraceDiff, MtpLogitsMatchMegatronsAndFindAPerturbedDepth) {
+  expect_trace_matches_and_finds_a_perturbed_weight(
+      "mtp", "residual_accumulator,residual_contribution,mtp_logits,output_logits",
+      "mtp.layers.1.eh_proj.weight", "output_layer.mtp_logits.1");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -15,19 +15,13 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/multi_token_prediction.h"
+#include "tests/support/model_configs.h"
 
 namespace parity {
 namespace {
 
 ModelConfig wgrad_config() {
-  ModelConfig c;
-  c.hidden = 8;
-  c.heads = 2;
-  c.ffn_hidden = 8;
-  c.layers = 2;
-  c.seq = 6;
-  c.micro_batch = 2;
-  c.vocab = 12;
+  ModelConfig c = testing::small_config<ModelConfig>();
   c.dtype = ModelDType::fp64;
   c.seed = 3;
   c.mtp_layers = 2;

@@ -144,7 +144,8 @@ std::map<ObsKey, std::string> step_digests(const CheckRun& run) {
     for (const Observation& o : r.trace)
       // Weight gradients agree to summation-order rounding only across recompute
       // (the gradient comparisons see them); exactly_once counts their sites.
-      if (counting_phase(o.phase) && o.step >= 0 && o.kind != "weight_gradient")
+      if (counting_phase(o.phase) && o.step >= 0 &&
+          o.kind != to_string(SourceKind::weight_gradient))
         out[{o.rank, o.step, o.microbatch, o.site}] = o.digest;
   return out;
 }
