@@ -69,6 +69,26 @@ void write_atomically(const std::string& path, std::string_view content) {
   if (!try_write_atomically(path, content, &error)) throw std::runtime_error(error);
 }
 
+std::string why_not_writable(const std::string& path) {
+  if (path.empty()) return "the path is empty";
+  if (is_directory(path)) return "it is a folder";
+  const std::size_t slash = path.find_last_of('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0)
+    return "its folder " + folder + " does not exist (" + std::strerror(errno) + ")";
+  if (!S_ISDIR(st.st_mode)) return folder + " is not a folder";
+  std::string templ = path + ".probe.XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  const int fd = ::mkstemp(buf.data());
+  if (fd < 0) return "cannot create a file in " + folder + ": " + std::strerror(errno);
+  ::close(fd);
+  ::unlink(buf.data());
+  return "";
+}
+
 std::optional<std::string> read(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;

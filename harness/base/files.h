@@ -21,6 +21,12 @@ bool try_write_atomically(const std::string& path, std::string_view content,
 // The whole file, or nullopt when it cannot be opened or read.
 std::optional<std::string> read(const std::string& path);
 
+// Checked before any work that ends by writing `path` (write_atomically's way:
+// a temporary file beside it, then rename): "" when it can be written, else why
+// not, e.g. "its folder /x does not exist", "it is a folder", "cannot create a
+// file in /ro: Read-only file system". Probes by creating and removing a file.
+std::string why_not_writable(const std::string& path);
+
 bool exists(const std::string& path);
 bool is_directory(const std::string& path);
 // mkdir -p; throws std::runtime_error naming the path on failure.

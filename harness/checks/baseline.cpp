@@ -1,5 +1,7 @@
 #include "harness/checks/baseline.h"
 
+#include "harness/base/file_kind.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -169,20 +171,28 @@ std::vector<BaselineDifference> compare_with_baseline(const nlohmann::json& base
   return out;
 }
 
+std::vector<BaselineDifference> baseline_scenario_differences(const nlohmann::json& baseline_report,
+                                                              const nlohmann::json& scenario) {
+  std::vector<BaselineDifference> out;
+  compare_scenarios(baseline_report, nlohmann::json{{"scenario", scenario}}, out);
+  return out;
+}
+
 std::string format_difference(const BaselineDifference& d) {
   return d.what + ": baseline " + d.baseline + " now " + d.current + " (" + d.reason + ")";
 }
 
 nlohmann::json read_baseline_report(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BaselineError(path + ": cannot read: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw BaselineError(path + ": cannot read: " + std::strerror(errno));
+  std::string why;
+  const std::optional<std::string> text = files::read_file(path, &why);
+  if (!text) throw BaselineError(path + ": " + why + " (expected a parity check --report JSON)");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(*text);
   } catch (const nlohmann::json::parse_error& e) {
+    const std::string kind = files::describe_content(*text);
+    if (kind != "a JSON object")
+      throw BaselineError(path + ": " + kind + ", expected a parity check --report JSON");
     throw BaselineError(path + ": invalid JSON at byte " + std::to_string(e.byte));
   }
   if (!j.is_object() || j.value("schema", "") != "parity-check-report")

@@ -30,6 +30,13 @@ struct BaselineDifference {
 std::vector<BaselineDifference> compare_with_baseline(const nlohmann::json& baseline_report,
                                                       const nlohmann::json& current_report);
 
+// The run options where a stored report's scenario differs from `scenario`
+// (output paths aside; a key the baseline lacks counts as its default): a
+// baseline from another scenario compares nothing meaningful, so the CLI
+// refuses it up front (exit 2) with the first of these.
+std::vector<BaselineDifference> baseline_scenario_differences(const nlohmann::json& baseline_report,
+                                                              const nlohmann::json& scenario);
+
 // "metric M L: baseline 1.234 now 1.24 (rel 4.8e-03 > fp32 tolerance 1e-05)"
 std::string format_difference(const BaselineDifference& d);
 

@@ -405,7 +405,9 @@ CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std
       if (verdict == CheckVerdict::passed) verdict = CheckVerdict::bad_report;
     }
   }
-  out << "\ncheck " << (verdict == CheckVerdict::passed ? "passed" : "FAILED") << ": " << passed
+  // One verdict: a report that could not be written fails the check, and says so here.
+  out << "\ncheck " << (verdict == CheckVerdict::passed ? "passed" : "FAILED") << ": "
+      << (verdict == CheckVerdict::bad_report ? "--report could not be written; " : "") << passed
       << " pass, " << failed << " fail, " << skipped << " skip";
   if (!expect.empty())
     out << "; expectations " << (expectations.ok ? "met" : "NOT met");

@@ -1,5 +1,7 @@
 #include "harness/checks/scenario.h"
 
+#include "harness/base/file_kind.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -85,15 +87,16 @@ nlohmann::json scenario_file_json(const RunConfig& config, const ScenarioMeta& m
 }
 
 nlohmann::json read_scenario_file(const std::string& path, ScenarioMeta* meta) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ScenarioError(path + ": cannot read: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ScenarioError(path + ": cannot read: " + std::strerror(errno));
+  std::string why;
+  const std::optional<std::string> text = files::read_file(path, &why);
+  if (!text) throw ScenarioError(path + ": " + why + " (expected a JSON scenario file)");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(*text);
   } catch (const nlohmann::json::parse_error& e) {
+    const std::string kind = files::describe_content(*text);
+    if (kind != "a JSON object" && kind.rfind("JSON", 0) != 0)
+      throw ScenarioError(path + ": " + kind + ", expected a JSON scenario file");
     std::string what = e.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." -> after the id.
     const std::size_t close = what.find("] ");

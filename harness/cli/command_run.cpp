@@ -20,10 +20,15 @@ void print_run_header(const RunConfig& c, std::ostream& out) {
   out << "parity run: " << c.layers << " layer(s), hidden " << c.hidden << ", heads " << c.heads
       << ", ffn " << c.ffn_hidden << ", seq " << c.seq << ", micro-batch " << c.micro_batch << " x "
       << c.microbatches << " microbatch(es) per DP rank, vocab " << c.vocab << ", "
-      << to_string(c.dtype) << ", " << to_string(c.norm) << ", " << to_string(c.activation) << "; "
-      << c.world_size() << " rank(s) = tp " << c.tp << " x cp " << c.cp << " x dp " << c.dp
-      << (c.sp ? " (sp)" : "") << ", launch " << to_string(c.launch) << "; " << c.steps
-      << " step(s), SGD lr " << c.lr << ", seed " << c.seed << std::endl;
+      << to_string(c.dtype) << ", " << to_string(c.norm) << ", " << to_string(c.activation);
+  if (c.moe_experts > 0)
+    out << ", MoE " << c.moe_experts << " experts top-" << c.moe_topk << " (layers " << c.moe_layers
+        << ")";
+  if (c.mtp_layers > 0) out << ", " << c.mtp_layers << " MTP depth(s)";
+  out << "; " << c.world_size() << " rank(s) = tp " << c.tp << " x cp " << c.cp << " x dp " << c.dp
+      << (c.sp ? " (sp)" : "") << (c.moe_experts > 0 ? ", ep " + std::to_string(c.ep) : "")
+      << ", launch " << to_string(c.launch) << "; " << c.steps << " step(s), SGD lr " << c.lr
+      << ", seed " << c.seed << std::endl;
 }
 
 // --dump: the ranks write into DIR.partial; this adds manifest.json and

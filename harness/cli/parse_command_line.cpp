@@ -8,12 +8,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "harness/base/files.h"
 #include "harness/checks/baseline.h"
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_options.h"
 #include "harness/config/input_files.h"
+#include "harness/config/memory_estimate.h"
 #include "harness/config/value_sources.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/source_kind.h"
@@ -215,6 +217,12 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
       if (!parse_code_path_fault(f))
         parsed.errors.push_back("--fault " + f +
                                 ": not a code-path fault (parity --help lists them)");
+    if (!parsed.mutants.report.empty()) {
+      const std::string why = files::why_not_writable(parsed.mutants.report);
+      if (!why.empty())
+        parsed.errors.push_back("--report " + parsed.mutants.report +
+                                ": cannot be written: " + why);
+    }
     return parsed;
   }
   if (parsed.command == "diff") {
@@ -286,6 +294,28 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   // The weight and batch files are read only for a config that is otherwise valid.
   if (violations.empty() && parsed.errors.empty())
     for (ConfigViolation& v : check_input_files(c)) violations.push_back(std::move(v));
+  for (ConfigViolation& v : check_output_files(c)) violations.push_back(std::move(v));
+  // selfcheck builds no model; env ranks each check their own process.
+  if (violations.empty() && parsed.command != "selfcheck")
+    for (ConfigViolation& v : check_memory(c, c.launch == LaunchMode::env ? 1 : c.world_size(),
+                                           check_like, available_memory_bytes()))
+      violations.push_back(std::move(v));
+  if (check_like && !parsed.baseline_path.empty()) {
+    const auto differences =
+        checks::baseline_scenario_differences(parsed.baseline_report, to_json(c));
+    if (!differences.empty()) {
+      const checks::BaselineDifference& d = differences.front();
+      parsed.errors.push_back(
+          "--baseline " + parsed.baseline_path + ": made from another scenario (" +
+          parsed.baseline_report.value("scenario_source", std::string("unknown source")) +
+          "): " + d.what.substr(d.what.find(' ') + 1) + " is " + d.baseline + " there, " +
+          d.current + " here" +
+          (differences.size() > 1
+               ? " (and " + std::to_string(differences.size() - 1) + " more option(s) differ)"
+               : "") +
+          "; a baseline compares the same scenario only");
+    }
+  }
   for (const ConfigViolation& v : violations)
     parsed.errors.push_back(describe_violation(v, sources, c));
   parsed.config = c;

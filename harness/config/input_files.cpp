@@ -1,6 +1,7 @@
 #include "harness/config/input_files.h"
 
 #include "harness/backend/registry.h"
+#include "harness/base/files.h"
 #include "harness/config/model_mapping.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
@@ -25,7 +26,14 @@ std::vector<ConfigViolation> check_input_files(const RunConfig& config) {
       const std::unique_ptr<Backend> backend = make_backend(config.backend);
       GPTModel model(m, *backend, ParallelContext::single(), &weights);
     } catch (const WeightsError& e) {
-      for (const std::string& p : e.problems()) add("load-weights", config.load_weights, p);
+      // A few examples and a count: a wrong file must not print one line per tensor.
+      constexpr std::size_t kShown = 3;
+      const std::vector<std::string>& problems = e.problems();
+      for (std::size_t i = 0; i < problems.size() && i < kShown; ++i)
+        add("load-weights", config.load_weights, problems[i]);
+      if (problems.size() > kShown)
+        add("load-weights", config.load_weights,
+            "and " + std::to_string(problems.size() - kShown) + " more problem(s) like these");
     } catch (const std::exception& e) {
       add("load-weights", config.load_weights, e.what());
     }
@@ -38,6 +46,29 @@ std::vector<ConfigViolation> check_input_files(const RunConfig& config) {
       add("load-batch", config.load_batch, e.what());
     }
   }
+  return out;
+}
+
+std::vector<ConfigViolation> check_output_files(const RunConfig& config) {
+  std::vector<ConfigViolation> out;
+  auto check = [&](const char* field, const std::string& path) {
+    if (path.empty()) return;
+    // A missing folder is validate_run_config's rule (the same exit 2, said once).
+    const std::size_t slash = path.find_last_of('/');
+    if (slash != std::string::npos && slash > 0 && !files::is_directory(path.substr(0, slash)))
+      return;
+    const std::string why = files::why_not_writable(path);
+    if (!why.empty())
+      out.push_back({field, path, "cannot be written: " + why, ConfigViolation::Kind::text});
+  };
+  check("report", config.report);
+  check("trace", config.trace);
+  // --dump DIR is written as DIR.partial, then renamed over DIR: a file there is no folder.
+  if (!config.dump.empty() && files::exists(config.dump) && !files::is_directory(config.dump))
+    out.push_back({"dump", config.dump, "cannot be written: it is a file, not a folder",
+                   ConfigViolation::Kind::text});
+  else if (!config.dump.empty())
+    check("dump", files::is_directory(config.dump) ? config.dump + ".new" : config.dump);
   return out;
 }
 

@@ -13,4 +13,9 @@ namespace parity {
 // so the parameter list is the model's own.
 std::vector<ConfigViolation> check_input_files(const RunConfig& config);
 
+// Every file the run or check will write (--report, --trace, --dump) checked
+// before the first rank starts: a path that cannot be written is bad input
+// (exit 2) now, not after minutes of work.
+std::vector<ConfigViolation> check_output_files(const RunConfig& config);
+
 }  // namespace parity

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include "harness/base/safetensors.h"
 #include "harness/base/tensor_file.h"
 
 namespace parity {
@@ -10,17 +9,15 @@ namespace parity {
 LoadedBatch::LoadedBatch(const std::string& path, std::int64_t global_batch, std::int64_t seq,
                          std::int64_t micro_batch, std::int64_t vocab)
     : micro_batch_(micro_batch) {
-  safetensors::Contents file;
-  try {
-    file = safetensors::read_file(path);
-  } catch (const safetensors::FormatError& e) {
-    throw TensorFileError(e.what());
-  }
+  // safetensors or torch.save, told by the content (read_tensor_file).
+  const NamedTensors file = read_tensor_file(path);
   const std::string expected = "int64 [rows, " + std::to_string(seq) +
                                "] with rows a multiple of the global batch " +
                                std::to_string(global_batch);
   auto field = [&](const char* name) {
-    const at::Tensor* t = file.find(name);
+    const at::Tensor* t = nullptr;
+    for (const auto& [n, tensor] : file)
+      if (n == name) t = &tensor;
     if (t == nullptr)
       throw BatchError(path + ": " + name + ": missing (expected " + expected + ")");
     if (t->scalar_type() != at::kLong)
@@ -46,7 +43,7 @@ LoadedBatch::LoadedBatch(const std::string& path, std::int64_t global_batch, std
   if (tokens_.size(0) != labels_.size(0))
     throw BatchError(path + ": labels: " + std::to_string(labels_.size(0)) + " rows, tokens has " +
                      std::to_string(tokens_.size(0)));
-  for (const auto& [name, t] : file.tensors)
+  for (const auto& [name, t] : file)
     if (name != "tokens" && name != "labels")
       throw BatchError(path + ": " + name +
                        ": unknown tensor (a batch file holds tokens and labels)");

@@ -127,6 +127,29 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
 void LoadedWeights::held_elsewhere(const std::string& name) { used_.insert(name); }
 
 void LoadedWeights::finish() {
+  // A file that shares no name with the model is another kind of file (a
+  // gradients dump, another model's checkpoint): one line says so instead of
+  // one line per tensor.
+  std::size_t matched = 0, total = 0;
+  std::string first_name;
+  for (const NamedTensors& file : ranks_)
+    for (const auto& [name, t] : file) {
+      ++total;
+      matched += used_.count(name);
+      if (first_name.empty()) first_name = name;
+    }
+  if (total > 0 && matched == 0) {
+    std::string example;
+    for (const std::string& name : used_) {
+      example = name;
+      break;
+    }
+    throw WeightsError(path_, {"none of its " + std::to_string(total) +
+                               " tensors is a parameter of this model (the file has '" +
+                               first_name + "', the model '" + example +
+                               "'): is it a weights file? (a --dump's weights.safetensors is; "
+                               "its gradients file is not)"});
+  }
   for (std::size_t f = 0; f < ranks_.size(); ++f)
     for (const auto& [name, t] : ranks_[f])
       if (used_.count(name) == 0)

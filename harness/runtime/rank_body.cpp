@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/process_groups.h"
@@ -80,6 +81,19 @@ nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine) {
   return out;
 }
 
+// The CPU allocator's refusal ("DefaultCPUAllocator: can't allocate memory: you
+// tried to allocate 4000000000000 bytes. Error code 12 ...") as a person reads it.
+static std::string out_of_memory_text(const std::string& message) {
+  const std::string key = "you tried to allocate ";
+  const std::size_t at = message.find(key);
+  if (message.find("can't allocate memory") == std::string::npos || at == std::string::npos)
+    return message;
+  const std::size_t begin = at + key.size();
+  const std::string bytes = message.substr(begin, message.find(' ', begin) - begin);
+  return "out of memory: an allocation of " + bytes +
+         " bytes failed (shrink the model or the batch, or shard over more ranks)";
+}
+
 RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const CancelToken& cancel) {
   single_intra_op_thread();            // this rank's thread: see there
   RankStatusScope this_rank(&status);  // GraphCaptureScope finds it here
@@ -132,7 +146,8 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
   } catch (const CollectiveMismatch& e) {
     failed(e.what(), true);
   } catch (const std::exception& e) {
-    failed(e.what(), false);
+    // c10::Error's what() carries a C++ backtrace: the message alone, one line.
+    failed(out_of_memory_text(c10_error_text(e)), false);
   } catch (...) {
     failed("unknown exception (not a std::exception)", false);
   }

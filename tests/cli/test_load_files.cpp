@@ -100,19 +100,21 @@ TEST(LoadFiles, BadFilesExit2WithOneLinePerProblem) {
   const files::TempDir dir("parity-load");
   write_reference_files(dir.path(), 2);
   const std::string w = dir.path() + "/w.safetensors", r = dir.path() + "/r.json";
-  // A model with another hidden size: every shape differs; name one.
+  // A model with another hidden size: every shape differs; a few examples and a count.
   Outcome o = run({"--hidden", "32", "--load-weights", w}, r);
   EXPECT_EQ(o.code, kExitBadInput);
   EXPECT_NE(o.err.find("--load-weights " + w +
-                       ": decoder.layers.0.self_attention.linear_qkv.weight: the file has shape "
-                       "[192, 64], the model expects [96, 32]\n"),
+                       ": embedding.word_embeddings.weight: the file has shape "
+                       "[128, 64], the model expects [128, 32]\n"),
             std::string::npos)
       << o.err;
+  EXPECT_NE(o.err.find("more problem(s) like these"), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 4) << o.err;
   // One more layer: its parameters are missing.
   o = run({"--layers", "3", "--load-weights", w}, r);
   EXPECT_EQ(o.code, kExitBadInput);
-  EXPECT_NE(o.err.find("decoder.layers.2.mlp.linear_fc2.bias: missing from the file (the model "
-                       "expects shape [64])"),
+  EXPECT_NE(o.err.find("decoder.layers.2.input_layernorm.weight: missing from the file (the "
+                       "model expects shape [64])"),
             std::string::npos)
       << o.err;
   // One layer fewer: layer 1's are extra.
@@ -122,12 +124,48 @@ TEST(LoadFiles, BadFilesExit2WithOneLinePerProblem) {
                        "model has no such parameter"),
             std::string::npos)
       << o.err;
-  // A corrupt file.
+  // A corrupt file: says what it is and what was expected.
   files::write_atomically(dir.path() + "/bad.safetensors", std::string(12, '\xff'));
   o = run({"--load-weights", dir.path() + "/bad.safetensors"}, r);
   EXPECT_EQ(o.code, kExitBadInput);
-  EXPECT_NE(o.err.find("header length"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("binary data, expected a safetensors file or a torch.save (zip) file"),
+            std::string::npos)
+      << o.err;
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  // A torn safetensors file (its data cut short) still gets the parser's reason.
+  std::string torn = files::read(w).value();
+  torn.resize(torn.size() / 2);
+  files::write_atomically(dir.path() + "/torn.safetensors", torn);
+  o = run({"--load-weights", dir.path() + "/torn.safetensors"}, r);
+  EXPECT_EQ(o.code, kExitBadInput);
+  EXPECT_EQ(o.err.find("expected a safetensors file"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("torn.safetensors"), std::string::npos) << o.err;
+  // A text file (a loss table saved by mistake).
+  files::write_atomically(dir.path() + "/notes.txt", "step  loss\n0  4.85\n");
+  o = run({"--load-weights", dir.path() + "/notes.txt"}, r);
+  EXPECT_EQ(o.code, kExitBadInput);
+  EXPECT_NE(o.err.find("notes.txt: text beginning \"step  loss\", expected a safetensors file or a "
+                       "torch.save (zip) file"),
+            std::string::npos)
+      << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  // A folder.
+  o = run({"--load-weights", dir.path()}, r);
+  EXPECT_EQ(o.code, kExitBadInput);
+  EXPECT_NE(o.err.find("it is a folder, not a file"), std::string::npos) << o.err;
+  // Tensors none of which is a parameter (a gradients file): one line, not one per tensor.
+  std::vector<std::pair<std::string, at::Tensor>> grads;
+  for (int i = 0; i < 40; ++i) grads.emplace_back("grad." + std::to_string(i), at::zeros({2}));
+  safetensors::write_file(dir.path() + "/g.safetensors", grads);
+  o = run({"--load-weights", dir.path() + "/g.safetensors"}, r);
+  EXPECT_EQ(o.code, kExitBadInput);
+  EXPECT_NE(o.err.find("none of its 40 tensors is a parameter of this model"), std::string::npos)
+      << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  // A batch saved with torch.save is read like a weights file.
+  o = run({"--load-batch", dir.path() + "/notes.txt"}, r);
+  EXPECT_EQ(o.code, kExitBadInput);
+  EXPECT_NE(o.err.find("text beginning"), std::string::npos) << o.err;
   // A batch for another global batch size.
   o = run({"--microbatches", "3", "--load-batch", dir.path() + "/b.safetensors"}, r);
   EXPECT_EQ(o.code, kExitBadInput);

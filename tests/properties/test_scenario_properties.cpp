@@ -61,6 +61,10 @@ struct SearchOptions {
   int default_cases = 25;
   std::vector<std::string> inject;  // tests of the suite itself inject a fault
   int shrink_steps = 0;             // > 0: candidates past this many shrink steps count as passing
+  // The failure is the point (a test of the suite itself): rapidcheck's exit
+  // note ("Some of your RapidCheck properties had failures") must not follow
+  // a passing binary, so the search reports to a quiet listener.
+  bool failure_expected = false;
 };
 
 // Checks `property` over generated scenarios ("" = every property the check
@@ -76,37 +80,40 @@ std::string search_property(const std::string& property, const SearchOptions& op
   Failure last;  // the last failing evaluation: after shrinking, the minimal one
   bool failed_once = false;
   int shrink_steps = 0;  // a count, not a time: the shrunk case is the same on every run
-  const auto result = rc::detail::checkProperty(
-      rc::detail::toProperty([&] {
-        RunConfig scenario = *scenarios::gen_scenario();
-        if (failed_once && options.shrink_steps > 0 && ++shrink_steps > options.shrink_steps)
-          return;
-        scenario.inject = options.inject;
-        const checks::CheckOutcome outcome =
-            checks::execute_check(scenario, "generated", launch_options());
-        std::string reason;
-        if (outcome.verdict == checks::CheckVerdict::rank_failure) {
-          reason = "rank failure: " + outcome.failure;
-        } else if (property.empty()) {
-          for (const checks::PropertyResult& p : outcome.report.properties) {
-            RC_TAG(p.name + " " + std::string(checks::to_string(p.status)));
-            if (p.status == checks::Status::fail)
-              reason += (reason.empty() ? "" : "; ") + p.name + ": " + p.reason;
-          }
-        } else if (const checks::PropertyResult* p = outcome.property(property)) {
-          RC_TAG(std::string(checks::to_string(p->status)));
-          if (p->status == checks::Status::fail) reason = p->reason;
-        } else {
-          reason = "not evaluated (another property's failure ended the check)";
-        }
-        if (!reason.empty()) {
-          failed_once = true;
-          last = {scenario, reason};
-          save_failure(property.empty() ? "every-property" : property, last, "");
-          RC_FAIL((property.empty() ? std::string("a property") : property) + " FAILED: " + reason);
-        }
-      }),
-      metadata, params_with_default(options.default_cases));
+  const rc::detail::Property checked = rc::detail::toProperty([&] {
+    RunConfig scenario = *scenarios::gen_scenario();
+    if (failed_once && options.shrink_steps > 0 && ++shrink_steps > options.shrink_steps) return;
+    scenario.inject = options.inject;
+    const checks::CheckOutcome outcome =
+        checks::execute_check(scenario, "generated", launch_options());
+    std::string reason;
+    if (outcome.verdict == checks::CheckVerdict::rank_failure) {
+      reason = "rank failure: " + outcome.failure;
+    } else if (property.empty()) {
+      for (const checks::PropertyResult& p : outcome.report.properties) {
+        RC_TAG(p.name + " " + std::string(checks::to_string(p.status)));
+        if (p.status == checks::Status::fail)
+          reason += (reason.empty() ? "" : "; ") + p.name + ": " + p.reason;
+      }
+    } else if (const checks::PropertyResult* p = outcome.property(property)) {
+      RC_TAG(std::string(checks::to_string(p->status)));
+      if (p->status == checks::Status::fail) reason = p->reason;
+    } else {
+      reason = "not evaluated (another property's failure ended the check)";
+    }
+    if (!reason.empty()) {
+      failed_once = true;
+      last = {scenario, reason};
+      save_failure(property.empty() ? "every-property" : property, last, "");
+      RC_FAIL((property.empty() ? std::string("a property") : property) + " FAILED: " + reason);
+    }
+  });
+  const rc::detail::TestParams params = params_with_default(options.default_cases);
+  scenarios::QuietListener quiet;
+  const rc::detail::TestResult result =
+      options.failure_expected ? rc::detail::checkProperty(checked, metadata, params, quiet,
+                                                           rc::detail::configuration().reproduce)
+                               : rc::detail::checkProperty(checked, metadata, params);
   if (result.template is<rc::detail::SuccessResult>()) {
     rc::detail::printResultMessage(result, std::cout);
     std::cout << std::endl;
@@ -201,7 +208,22 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
 // check per scenario serves them all (one test per property ran the same
 // seeded scenarios through the same check six times). A failure names every
 // property that failed; the shrunk scenario fails at least one of them.
-TEST(ScenarioProperties, EveryPropertyHolds) { check_scenario_property("", kCases); }
+//
+// PARITY_INJECT=FAULT[,FAULT...] injects code-path faults into every generated
+// scenario, so that a healthy build shows the suite's failure path (a shrunk,
+// saved scenario for `parity repro`): README "Other commands".
+TEST(ScenarioProperties, EveryPropertyHolds) {
+  SearchOptions options;
+  options.default_cases = kCases;
+  if (const char* inject = std::getenv("PARITY_INJECT"); inject && *inject) {
+    std::stringstream list(inject);
+    for (std::string fault; std::getline(list, fault, ',');)
+      if (!fault.empty()) options.inject.push_back(fault);
+    options.shrink_steps = 20;  // each candidate is a whole check: a bounded demonstration
+  }
+  const std::string failure = search_property("", options);
+  if (!failure.empty()) FAIL() << failure;
+}
 
 // The suite's own plumbing: with an effective fault injected, the search
 // fails, PARITY_SAVE_FAILURES receives the shrunk scenario with its about
@@ -214,6 +236,7 @@ TEST(ScenarioPropertySuite, SavesTheShrunkFailureAndReproReplaysIt) {
   options.default_cases = 25;
   options.inject = {"sp-residual-mislabel"};
   options.shrink_steps = 5;
+  options.failure_expected = true;
   const std::string failure = search_property("sharded_reduction", options);
   ::unsetenv("PARITY_SAVE_FAILURES");
   ASSERT_FALSE(failure.empty()) << "sp-residual-mislabel was not caught";
