@@ -180,6 +180,18 @@ int exit_code(CheckVerdict verdict) {
   return 3;
 }
 
+std::string kind_name(const RankFailureCause& cause) {
+  switch (cause.stage) {
+    case RankFailureCause::Stage::launch:
+      return "could_not_launch";
+    case RankFailureCause::Stage::results:
+      return "bad_results";
+    case RankFailureCause::Stage::ranks:
+      break;
+  }
+  return cause.culprit ? std::string(to_string(cause.culprit->kind)) : "unknown";
+}
+
 const PropertyResult* CheckOutcome::property(const std::string& name) const {
   for (const PropertyResult& p : report.properties)
     if (p.name == name) return &p;
@@ -240,6 +252,8 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     } catch (const std::exception& e) {
       outcome.failure =
           "parity check: run (" + p.name + ") could not launch: " + one_line(e.what()) + "\n";
+      outcome.cause = RankFailureCause{
+          RankFailureCause::Stage::launch, p.name, p.title, {}, "", one_line(e.what())};
       return finish(CheckVerdict::rank_failure);
     }
     report.runs.emplace_back(p.name, p.config);
@@ -272,6 +286,15 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
       }
       outcome.failure = "parity check: run (" + p.name + ") " + p.title + " failed:\n";
       for (const std::string& line : result.failure->lines()) outcome.failure += line + "\n";
+      RankFailureCause cause{RankFailureCause::Stage::ranks, p.name, p.title, {},
+                             result.failure->headline(),     ""};
+      if (!result.failure->ranks.empty()) {
+        cause.culprit = result.failure->ranks.front();
+        cause.line = format_rank_failure(*cause.culprit);
+      } else {
+        cause.line = cause.headline;
+      }
+      outcome.cause = std::move(cause);
       outcome.must_exit_now = result.failure->abandoned_threads;
       return finish(CheckVerdict::rank_failure);
     }
@@ -279,6 +302,8 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
       runs.push_back(check_run_from(p.name, p.title, p.config, result.results));
     } catch (const std::exception& e) {
       outcome.failure = "parity check: " + std::string(e.what()) + "\n";
+      outcome.cause = RankFailureCause{
+          RankFailureCause::Stage::results, p.name, p.title, {}, "", one_line(e.what())};
       return finish(CheckVerdict::rank_failure);
     }
     if (progress)

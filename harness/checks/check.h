@@ -20,6 +20,7 @@
 #include "harness/checks/report.h"
 #include "harness/config/launch_mapping.h"
 #include "harness/config/run_config.h"
+#include "harness/runtime/failure_report.h"
 
 namespace parity::checks {
 
@@ -67,6 +68,25 @@ std::string_view to_string(CheckVerdict verdict);  // "passed", "property failed
 // docs/cli.md's exit codes: passed 0, property_failed 1, bad_report 2, rank_failure 3.
 int exit_code(CheckVerdict verdict);
 
+// Why a check ended in rank_failure, typed, so that what reports it (parity
+// sweep's records, summary, CSV and JUnit) need not parse `failure`'s text.
+struct RankFailureCause {
+  enum class Stage {
+    launch,   // the run could not launch (`line`: why)
+    ranks,    // its ranks failed (`culprit`)
+    results,  // its ranks' results could not be read (`line`: why)
+  };
+  Stage stage = Stage::ranks;
+  std::string run;    // the run that failed: "a", "b", ...
+  std::string title;  // its title: "scenario as given"
+  // stage ranks: the failure report's first rank (culprits come first) and its headline.
+  std::optional<RankFailure> culprit;
+  std::string headline;
+  std::string line;  // one line: format_rank_failure(culprit), or the launch/results error
+};
+// "threw", "hung", "crashed", "exited", "stopped" (stage ranks), "could_not_launch", "bad_results".
+std::string kind_name(const RankFailureCause& cause);
+
 struct CheckOutcome {
   // runs, per-property results (report order), metric comparisons, notes;
   // report.exit_code = exit_code(verdict).
@@ -76,6 +96,8 @@ struct CheckOutcome {
   // prints on stderr, one or more lines ("parity check: run (a) ... failed:", then the
   // rank failure's lines). Empty otherwise.
   std::string failure;
+  // Set exactly when verdict is rank_failure: the same failure, typed.
+  std::optional<RankFailureCause> cause;
   // Rank threads had to be left running: the process should _Exit soon.
   bool must_exit_now = false;
 

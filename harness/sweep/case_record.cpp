@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 
 #include "harness/checks/scenario.h"
@@ -47,9 +49,39 @@ std::string failure_file_name(const SweepCase& c) {
   return name + ".json";
 }
 
+nlohmann::ordered_json cause_json(const checks::RankFailureCause& cause) {
+  nlohmann::ordered_json j;
+  j["run"] = cause.run;
+  j["run_title"] = cause.title;
+  j["kind"] = checks::kind_name(cause);
+  const std::optional<RankFailure>& f = cause.culprit;
+  j["rank"] = f ? nlohmann::ordered_json(f->rank) : nlohmann::ordered_json();
+  j["coordinates"] =
+      f ? nlohmann::ordered_json(
+              {{"tp", f->coordinates.tp}, {"cp", f->coordinates.cp}, {"dp", f->coordinates.dp}})
+        : nlohmann::ordered_json();
+  j["victim"] = f && f->victim;
+  j["in_collective"] = f && f->in_collective;
+  j["detail"] = f ? f->detail : cause.line;
+  j["last_collective"] = f ? f->last_collective : "";
+  j["headline"] = cause.headline;
+  j["line"] = cause.line;
+  return j;
+}
+
+std::string invocation_id() {
+  const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  static std::atomic<int> made{0};  // two in one process within a millisecond differ too
+  return host_name() + ":" + std::to_string(::getpid()) + ":" + std::to_string(ms) + ":" +
+         std::to_string(made++);
+}
+
 nlohmann::ordered_json case_record(const Matrix& matrix, const SweepCase& c,
                                    const checks::CheckOutcome& outcome, double seconds,
-                                   const std::string& dir, const std::string& failure_file) {
+                                   const std::string& dir, const std::string& failure_file,
+                                   const RecordedBy& by) {
   nlohmann::ordered_json r;
   r["schema"] = kCaseSchema;
   r["version"] = kCaseSchemaVersion;
@@ -63,12 +95,15 @@ nlohmann::ordered_json case_record(const Matrix& matrix, const SweepCase& c,
   r["backend"] = c.config.backend;
   r["parity_version"] = parity_version();
   r["failure"] = outcome.failure;
+  r["cause"] = outcome.cause ? cause_json(*outcome.cause) : nlohmann::ordered_json();
   r["failure_file"] =
       failure_file.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(failure_file);
   r["repro"] = failure_file.empty()
                    ? nlohmann::ordered_json()
                    : nlohmann::ordered_json("parity repro " + dir + "/" + failure_file);
   r["report"] = checks::report_json(outcome.report);
+  r["invocation"] = by.invocation;
+  r["invocation_seconds"] = by.invocation_seconds;
   return r;
 }
 
@@ -88,7 +123,10 @@ nlohmann::json failure_scenario(const Matrix& matrix, const std::string& matrix_
       about["reason"] = p.reason;
     }
   }
-  if (outcome.verdict == checks::CheckVerdict::rank_failure) about["failure"] = outcome.failure;
+  if (outcome.verdict == checks::CheckVerdict::rank_failure) {
+    about["failure"] = outcome.failure;
+    if (outcome.cause) about["cause"] = cause_json(*outcome.cause);
+  }
   if (!shrunk_note.empty()) about["shrunk"] = shrunk_note;
   meta.about = about;
   RunConfig saved = scenario;

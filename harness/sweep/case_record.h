@@ -21,10 +21,28 @@ std::string host_name();
 // keeps names unique, the id makes them readable.
 std::string failure_file_name(const SweepCase& c);
 
+// A rank failure's typed cause as JSON (docs/sweep.md "results.jsonl"):
+// run, run_title, kind, rank, coordinates, victim, in_collective, detail,
+// last_collective, headline, line (rank and coordinates null when the run
+// could not launch).
+nlohmann::ordered_json cause_json(const checks::RankFailureCause& cause);
+
+// "host:pid:start-ms": one `parity sweep` process, unique across the
+// invocations that fill a folder (a killed sweep and its --resume).
+std::string invocation_id();
+
+// Who recorded a case: the invocation and its seconds since it started when
+// the case finished (summary.h sweep_seconds adds the invocations up).
+struct RecordedBy {
+  std::string invocation;
+  double invocation_seconds = 0;
+};
+
 // The record of a case; `failure_file` is relative to `dir` ("" = none).
 nlohmann::ordered_json case_record(const Matrix& matrix, const SweepCase& c,
                                    const checks::CheckOutcome& outcome, double seconds,
-                                   const std::string& dir, const std::string& failure_file);
+                                   const std::string& dir, const std::string& failure_file,
+                                   const RecordedBy& by = {});
 
 // What `parity repro` replays: the case's scenario (or its shrunk form) with
 // "about" (matrix, case, outcome, the first failing property and its reason)

@@ -27,6 +27,14 @@ Matrix read_folder_matrix(const std::string& dir);
 std::vector<nlohmann::ordered_json> read_folder_cases(const std::string& dir,
                                                       const std::string& digest, std::ostream& err);
 
+// Output paths are checked before the first case runs (an error is bad input,
+// exit 2: nothing ran). "" when `path` can be written as files::write_atomically
+// writes it (a temporary file beside it, renamed over it), else why, one line.
+std::string cannot_write_file(const std::string& path);
+// Creates `dir` (and its parents) and checks that a file can be written in it;
+// "" when it can, else why, one line.
+std::string cannot_write_folder(const std::string& dir);
+
 // Writes summary.json, results.csv, report.html (harness/sweep/report_html.h)
 // and (when asked) the JUnit file, atomically, and prints the summary table on
 // `out`, then the baseline comparison when there is one (summary.json's

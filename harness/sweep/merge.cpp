@@ -1,7 +1,9 @@
 // parity sweep --merge DIR... --out DIR (run_sweep.h).
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 
 #include "harness/base/files.h"
 #include "harness/sweep/baseline_folder.h"
@@ -15,7 +17,15 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
   Matrix matrix;
   std::vector<nlohmann::ordered_json> records;
   double seconds = 0;
+  std::vector<std::pair<std::string, std::string>> copies;  // failure file, its text
   std::optional<BaselineFolder> baseline;
+  // As `parity sweep` does: a folder holding a sweep is never overwritten.
+  if (files::exists(matrix_copy_path(o.out))) {
+    err << "parity sweep --merge: --out " << o.out
+        << ": holds a sweep already (matrix.json): merge into a new folder (a merge never "
+           "overwrites one)\n";
+    return SweepOutcome::bad_input;
+  }
   try {
     if (!o.baseline.empty()) baseline = read_baseline_folder(o.baseline, err);
     std::map<std::string, std::string> folder_of;  // case id -> the folder holding it
@@ -42,8 +52,7 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
           const std::string file = r.at("failure_file").get<std::string>();
           const std::optional<std::string> text = files::read(dir + "/" + file);
           if (text) {
-            files::create_directories(o.out + "/failures");
-            files::write_atomically(o.out + "/" + file, *text);
+            copies.emplace_back(file, *text);
             r["repro"] = "parity repro " + o.out + "/" + file;
           }
         }
@@ -60,8 +69,22 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
     return SweepOutcome::bad_input;
   }
   std::vector<nlohmann::ordered_json> cases = unique_cases(records);
+  if (!o.junit.empty())
+    if (const std::string why = cannot_write_file(o.junit); !why.empty()) {
+      err << "parity sweep --merge: --junit " << o.junit << ": cannot be written: " << why
+          << " (output paths are checked before anything is written)\n";
+      return SweepOutcome::bad_input;
+    }
+  if (const std::string why = cannot_write_folder(o.out); !why.empty()) {
+    err << "parity sweep --merge: --out " << o.out << ": cannot be written: " << why
+        << " (output paths are checked before anything is written)\n";
+    return SweepOutcome::bad_input;
+  }
   try {
-    files::create_directories(o.out);
+    for (const auto& [file, text] : copies) {
+      files::create_directories(o.out + "/failures");
+      files::write_atomically(o.out + "/" + file, text);
+    }
     files::write_atomically(matrix_copy_path(o.out), matrix.source.dump(2) + "\n");
     std::string lines;
     for (const nlohmann::ordered_json& c : cases) lines += c.dump() + "\n";
@@ -77,10 +100,20 @@ SweepOutcome merge_sweeps(const SweepOptions& o, std::ostream& out, std::ostream
   SweepOutcome outcome =
       finish_folder(o.out, matrix, cases, seconds, "", o.junit, "parity sweep (merged)", out, err,
                     compared ? &*compared : nullptr);
-  if (outcome == SweepOutcome::all_passed && cases.size() < matrix.cases.size()) {
-    err << "parity sweep --merge: " << matrix.cases.size() - cases.size()
-        << " case(s) of the matrix are in none of the folders (a shard missing or unfinished)\n";
-    outcome = SweepOutcome::some_failed;
+  if (cases.size() < matrix.cases.size()) {
+    std::set<std::string> merged;
+    for (const nlohmann::ordered_json& c : cases) merged.insert(c.value("case", ""));
+    std::vector<const SweepCase*> missing;
+    for (const SweepCase& c : matrix.cases)
+      if (!merged.count(c.id)) missing.push_back(&c);
+    err << "parity sweep --merge: " << missing.size()
+        << " case(s) of the matrix are in none of the folders (a shard missing or unfinished): ";
+    const std::size_t shown = std::min<std::size_t>(missing.size(), 10);
+    for (std::size_t k = 0; k < shown; ++k)
+      err << (k ? "; " : "") << "#" << missing[k]->index << " " << missing[k]->id;
+    if (missing.size() > shown) err << "; and " << missing.size() - shown << " more";
+    err << "\n";
+    if (outcome == SweepOutcome::all_passed) outcome = SweepOutcome::some_failed;
   }
   return outcome;
 }

@@ -1,5 +1,6 @@
 #include "harness/sweep/run_sweep.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -11,9 +12,11 @@
 #include "harness/sweep/baseline_folder.h"
 #include "harness/sweep/case_record.h"
 #include "harness/sweep/folder.h"
+#include "harness/sweep/interrupt.h"
 #include "harness/sweep/progress.h"
 #include "harness/sweep/results.h"
 #include "harness/sweep/shrink.h"
+#include "harness/sweep/summary.h"
 
 namespace parity::sweep {
 namespace {
@@ -29,6 +32,28 @@ std::vector<const SweepCase*> cases_to_run(const Matrix& m, const SweepOptions& 
   return out;
 }
 
+// Why a matrix (or its shard) gives no case to run, one line; "" when it gives one.
+std::string why_nothing_to_run(const Matrix& m, const SweepOptions& o) {
+  if (m.cases.empty()) {
+    std::string why = "no case to run: every case of the matrix's " + std::to_string(m.expansion) +
+                      " is invalid or excluded (" + std::to_string(m.invalid.size()) +
+                      " invalid, " + std::to_string(m.excluded) + " excluded)";
+    std::vector<std::string> reasons;  // distinct, in case order
+    for (const InvalidCase& i : m.invalid)
+      if (std::find(reasons.begin(), reasons.end(), i.reason) == reasons.end())
+        reasons.push_back(i.reason);
+    for (std::size_t k = 0; k < reasons.size() && k < 3; ++k) why += (k ? "; " : ": ") + reasons[k];
+    if (reasons.size() > 3) why += "; and " + std::to_string(reasons.size() - 3) + " more reasons";
+    return why;
+  }
+  for (const SweepCase& c : m.cases)
+    if (c.index % o.shards == o.shard - 1) return "";
+  return "--shard " + std::to_string(o.shard) + "/" + std::to_string(o.shards) +
+         ": no case to run: none of the matrix's " + std::to_string(m.cases.size()) +
+         " valid case(s) has an index % " + std::to_string(o.shards) +
+         " == " + std::to_string(o.shard - 1) + " (fewer shards, or a larger matrix)";
+}
+
 // The first FAILed property's name ("" when none).
 std::string first_failed(const checks::CheckOutcome& o) {
   for (const checks::PropertyResult& p : o.report.properties)
@@ -42,6 +67,8 @@ struct CaseContext {
   const LaunchOptions& launch;
   ResultsFile& results;
   Progress& progress;
+  std::string invocation;
+  Clock::time_point start;  // this invocation's
 };
 
 // Runs one case, saves its failure file (shrunk first with --shrink) and
@@ -72,12 +99,36 @@ bool run_case(const CaseContext& ctx, const SweepCase& c) {
         failure_scenario(ctx.matrix, ctx.options.matrix, c, saved, *saved_outcome, note).dump(2) +
             "\n");
   }
-  ctx.results.append(case_record(ctx.matrix, c, outcome, seconds, ctx.options.out, failure_file));
+  const RecordedBy by{ctx.invocation,
+                      std::chrono::duration<double>(Clock::now() - ctx.start).count()};
+  ctx.results.append(
+      case_record(ctx.matrix, c, outcome, seconds, ctx.options.out, failure_file, by));
   ctx.progress.finished(c.id, outcome_name(outcome.verdict), seconds);
   return outcome.must_exit_now;
 }
 
+// A word as the shell reads it back: quoted unless it is plain.
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && word.find_first_not_of(
+                                          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789_./=:,@%+-") == std::string::npos;
+  if (plain) return word;
+  std::string out = "'";
+  for (char ch : word) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
 }  // namespace
+
+std::string resume_command(const SweepOptions& o) {
+  std::string cmd = "parity sweep " + shell_word(o.matrix) + " --out " + shell_word(o.out);
+  if (o.shards > 1) cmd += " --shard " + std::to_string(o.shard) + "/" + std::to_string(o.shards);
+  if (o.jobs != 1) cmd += " --jobs " + std::to_string(o.jobs);
+  if (o.shrink) cmd += " --shrink --shrink-steps " + std::to_string(o.shrink_steps);
+  if (!o.junit.empty()) cmd += " --junit " + shell_word(o.junit);
+  if (!o.baseline.empty()) cmd += " --baseline " + shell_word(o.baseline);
+  return cmd + " --resume";
+}
 
 SweepOutcome run_sweep(const SweepOptions& o, std::ostream& out, std::ostream& err,
                        const LaunchOptions& launch, bool* must_exit_now) {
@@ -110,6 +161,23 @@ SweepOutcome run_sweep(const SweepOptions& o, std::ostream& out, std::ostream& e
     err << "parity sweep: " << e.what() << "\n";
     return SweepOutcome::bad_input;
   }
+  // A sweep that can run nothing is no pass; outputs are checked before any
+  // case runs, so a bad path never costs the sweep's time.
+  if (const std::string why = why_nothing_to_run(matrix, o); !why.empty()) {
+    err << "parity sweep: " << o.matrix << ": " << why << "\n";
+    return SweepOutcome::bad_input;
+  }
+  if (!o.junit.empty())
+    if (const std::string why = cannot_write_file(o.junit); !why.empty()) {
+      err << "parity sweep: --junit " << o.junit << ": cannot be written: " << why
+          << " (output paths are checked before any case runs)\n";
+      return SweepOutcome::bad_input;
+    }
+  if (const std::string why = cannot_write_folder(o.out); !why.empty()) {
+    err << "parity sweep: --out " << o.out << ": cannot be written: " << why
+        << " (output paths are checked before any case runs)\n";
+    return SweepOutcome::bad_input;
+  }
   const std::vector<const SweepCase*> todo = cases_to_run(matrix, o, recorded);
   const std::string shard =
       o.shards > 1 ? std::to_string(o.shard) + "/" + std::to_string(o.shards) : "";
@@ -121,13 +189,17 @@ SweepOutcome run_sweep(const SweepOptions& o, std::ostream& out, std::ostream& e
 
   std::atomic<bool> abandoned{false};
   std::string write_error;
+  const std::string invocation = invocation_id();
   try {
-    files::create_directories(o.out);
     if (!files::exists(matrix_copy_path(o.out)))
       files::write_atomically(matrix_copy_path(o.out), matrix.source.dump(2) + "\n");
     ResultsFile results(results_path(o.out));
+    // Ctrl-C stops at once: every finished case is in results.jsonl already.
+    const InterruptMessage on_ctrl_c(
+        "\nparity sweep: interrupted (SIGINT); the finished cases are in " + results_path(o.out) +
+        "; to continue: " + resume_command(o) + "\n");
     Progress progress(out, static_cast<int>(todo.size()), o.terminal);
-    const CaseContext ctx{matrix, o, launch, results, progress};
+    const CaseContext ctx{matrix, o, launch, results, progress, invocation, start};
     std::atomic<std::size_t> next{0};
     std::mutex error_mutex;
     // Workers take the next case in index order; a write error stops them all.
@@ -163,7 +235,9 @@ SweepOutcome run_sweep(const SweepOptions& o, std::ostream& out, std::ostream& e
     err << "parity sweep: " << e.what() << "\n";
     return SweepOutcome::could_not_run;
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  // The whole sweep's: after --resume, the earlier invocations' too.
+  const double seconds =
+      sweep_seconds(cases, invocation, std::chrono::duration<double>(Clock::now() - start).count());
   std::optional<SweepBaselineResult> compared;
   if (baseline) compared = compare_cases_with_baseline(*baseline, cases);
   return finish_folder(o.out, matrix, cases, seconds, shard, o.junit, "parity sweep " + o.matrix,

@@ -5,6 +5,7 @@
 // their own; a check keeps no global state: its rendezvous, transport and
 // code-path fault bits are per launch or per thread).
 #include <iosfwd>
+#include <string>
 
 #include "harness/config/launch_mapping.h"
 #include "harness/sweep/sweep_options.h"
@@ -15,6 +16,11 @@ namespace parity::sweep {
 // running: the process should _Exit once the sweep has written its files.
 SweepOutcome run_sweep(const SweepOptions& options, std::ostream& out, std::ostream& err,
                        const LaunchOptions& launch = {}, bool* must_exit_now = nullptr);
+
+// The command that continues this sweep (what Ctrl-C prints):
+// "parity sweep M.json --out DIR [--shard K/N] [--jobs N] ... --resume",
+// each path quoted for the shell when it needs it.
+std::string resume_command(const SweepOptions& options);
 
 // Combines sweep folders of one matrix into options.out: matrix.json,
 // results.jsonl (index order), failures/ (copied; repro commands point at the

@@ -107,17 +107,55 @@ std::string worst_property(const ojson& record) {
   return worst;
 }
 
+std::string cause_line(const ojson& record) {
+  const ojson& cause = record.contains("cause") ? record.at("cause") : ojson();
+  if (cause.is_object()) {
+    const std::string title = cause.value("run_title", "");
+    return "run (" + cause.value("run", "") + ")" + (title.empty() ? "" : " " + title) + ": " +
+           cause.value("line", "");
+  }
+  // Older records: the failure text's first rank line, else its first line.
+  const std::string failure = record.value("failure", "");
+  std::string first;
+  for (std::size_t start = 0; start < failure.size();) {
+    std::size_t end = failure.find('\n', start);
+    if (end == std::string::npos) end = failure.size();
+    std::string line = failure.substr(start, end - start);
+    line.erase(0, line.find_first_not_of(' '));
+    if (line.rfind("rank ", 0) == 0) return line;
+    if (first.empty()) first = line;
+    start = end + 1;
+  }
+  return first;
+}
+
+double sweep_seconds(const std::vector<ojson>& records, const std::string& current,
+                     double current_seconds) {
+  std::map<std::string, double> last;  // invocation -> its last recorded case's seconds
+  for (const ojson& r : records) {
+    const std::string id = r.contains("invocation") && r.at("invocation").is_string()
+                               ? r.at("invocation").get<std::string>()
+                               : std::string();
+    if (id.empty() || id == current) continue;
+    double& s = last[id];
+    s = std::max(s, r.value("invocation_seconds", 0.0));
+  }
+  double total = current_seconds;
+  for (const auto& [id, seconds] : last) total += seconds;
+  return total;
+}
+
 std::string results_csv(const Matrix& matrix, const std::vector<ojson>& cases) {
   std::string out = "case,index";
   for (const std::string& a : matrix.axes) out += "," + csv_field(a);
-  out += ",outcome,seconds,worst_property\n";
+  out += ",outcome,seconds,worst_property,cause\n";
   for (const ojson& c : cases) {
     out += csv_field(c.value("case", "")) + "," + std::to_string(c.value("index", 0));
     const ojson& assignment = c.contains("assignment") ? c.at("assignment") : ojson();
     for (const std::string& a : matrix.axes)
       out += "," + csv_field(assignment.contains(a) ? text_of(assignment.at(a)) : "");
     out += "," + c.value("outcome", "") + "," + fmt("%.3f", c.value("seconds", 0.0)) + "," +
-           csv_field(worst_property(c)) + "\n";
+           csv_field(worst_property(c)) + "," + csv_field(cause_line(c)) + "\n";
   }
   return out;
 }
@@ -142,13 +180,26 @@ std::string summary_table(const ojson& s, const std::vector<ojson>& cases) {
     row("slowest", fmt("%.2f s  ", slow.value("seconds", 0.0)) + slow.value("case", ""));
   // The invalid cases' reasons, each distinct reason once (a matrix crossing
   // sp with tp = 1 makes many cases of one rule).
-  std::map<std::string, int> reasons;
-  for (const ojson& i : s.at("invalid")) ++reasons[i.value("reason", "")];
-  for (const auto& [reason, n] : reasons) row("invalid x" + std::to_string(n), reason);
+  std::map<std::string, std::vector<std::string>> reasons;  // reason -> its cases
+  for (const ojson& i : s.at("invalid"))
+    reasons[i.value("reason", "")].push_back(i.value("case", ""));
+  const std::size_t kCasesShown = 3;
+  for (const auto& [reason, ids] : reasons) {
+    row("invalid x" + std::to_string(ids.size()), reason);
+    std::string shown;
+    for (std::size_t k = 0; k < ids.size() && k < kCasesShown; ++k)
+      shown += (k ? "; " : "") + ids[k];
+    if (ids.size() > kCasesShown)
+      shown +=
+          "; and " + std::to_string(ids.size() - kCasesShown) + " more (summary.json \"invalid\")";
+    row("", "cases: " + shown);
+  }
   for (const ojson& c : cases) {
     const std::string outcome = c.value("outcome", "");
     if (outcome == "passed") continue;
-    out += "  FAILED " + c.value("case", "") + ": " + outcome + " (" + worst_property(c) + ")\n";
+    const std::string why = outcome == "rank_failure" ? cause_line(c) : worst_property(c);
+    out += "  FAILED " + c.value("case", "") + ": " + outcome + " (" + (why.empty() ? "-" : why) +
+           ")\n";
     if (c.contains("repro") && c.at("repro").is_string())
       out += "    " + c.at("repro").get<std::string>() + "\n";
   }
@@ -194,8 +245,8 @@ std::string junit_xml(const std::string& suite, const ojson& s, const std::vecto
     out += ">\n";
     if (outcome == "rank_failure") {
       const std::string failure = c.value("failure", "");
-      out += "      <error message=\"" + xml_escape(failure.substr(0, failure.find('\n'))) +
-             "\" type=\"rank_failure\">" + xml_escape(failure + repro) + "</error>\n";
+      out += "      <error message=\"" + xml_escape(cause_line(c)) + "\" type=\"rank_failure\">" +
+             xml_escape(failure + repro) + "</error>\n";
     }
     const ojson& report = c.contains("report") ? c.at("report") : ojson();
     if (report.is_object() && report.contains("properties"))
