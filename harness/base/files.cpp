@@ -71,13 +71,12 @@ void write_atomically(const std::string& path, std::string_view content) {
 
 std::string why_not_writable(const std::string& path) {
   if (path.empty()) return "the path is empty";
-  if (is_directory(path)) return "it is a folder";
+  if (is_directory(path)) return "it is a folder, not a file";
   const std::size_t slash = path.find_last_of('/');
   const std::string folder =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   struct stat st {};
-  if (::stat(folder.c_str(), &st) != 0)
-    return "its folder " + folder + " does not exist (" + std::strerror(errno) + ")";
+  if (::stat(folder.c_str(), &st) != 0) return "its folder " + folder + " does not exist";
   if (!S_ISDIR(st.st_mode)) return folder + " is not a folder";
   std::string templ = path + ".probe.XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());

@@ -23,7 +23,7 @@ std::optional<std::string> read(const std::string& path);
 
 // Checked before any work that ends by writing `path` (write_atomically's way:
 // a temporary file beside it, then rename): "" when it can be written, else why
-// not, e.g. "its folder /x does not exist", "it is a folder", "cannot create a
+// not, e.g. "its folder /x does not exist", "it is a folder, not a file", "cannot create a
 // file in /ro: Read-only file system". Probes by creating and removing a file.
 std::string why_not_writable(const std::string& path);
 

@@ -1,10 +1,6 @@
 #include "harness/sweep/folder.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <ostream>
 #include <stdexcept>
 #include <vector>
@@ -53,25 +49,7 @@ std::vector<nlohmann::ordered_json> read_folder_cases(const std::string& dir,
   return unique_cases(read.records);
 }
 
-std::string cannot_write_file(const std::string& path) {
-  if (files::is_directory(path)) return "is a folder, not a file";
-  // The temporary file write_atomically makes, made and removed at once.
-  std::string templ = path + ".tmp.XXXXXX";
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  const int fd = ::mkstemp(buf.data());
-  if (fd < 0) {
-    const int error = errno;
-    const std::size_t slash = path.rfind('/');
-    const std::string folder = slash == std::string::npos ? "." : path.substr(0, slash);
-    if (error == ENOENT) return "its folder " + folder + " does not exist";
-    if (error == ENOTDIR) return folder + " is not a folder";
-    return "cannot create a file in " + folder + ": " + std::strerror(error);
-  }
-  ::close(fd);
-  ::unlink(buf.data());
-  return "";
-}
+std::string cannot_write_file(const std::string& path) { return files::why_not_writable(path); }
 
 std::string cannot_write_folder(const std::string& dir) {
   try {

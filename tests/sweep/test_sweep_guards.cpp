@@ -88,7 +88,7 @@ TEST(SweepGuards, AnUnwritableJunitPathExits2BeforeAnyCase) {
   EXPECT_EQ(
       run_parity({"sweep", kMatrix, "--out", dir.path() + "/s", "--junit", dir.path()}, &out, &err),
       2);
-  EXPECT_NE(err.find(": cannot be written: is a folder, not a file"), std::string::npos) << err;
+  EXPECT_NE(err.find(": cannot be written: it is a folder, not a file"), std::string::npos) << err;
   EXPECT_FALSE(files::exists(dir.path() + "/s/results.jsonl")) << "no case ran";
 }
 
