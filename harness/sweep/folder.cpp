@@ -68,10 +68,11 @@ SweepOutcome finish_folder(const std::string& dir, const Matrix& matrix,
   nlohmann::ordered_json summary = summary_json(matrix, cases, seconds, shard);
   if (baseline) summary["baseline"] = baseline_result_json(*baseline);
   // The page takes plain json (its inputs' key order does not matter to it).
-  SweepReportInput page{title, nlohmann::json::parse(summary.dump()), {}};
+  SweepReportInput page{title, nlohmann::json::parse(summary.dump()), {}, {}};
   page.cases.reserve(cases.size());
   for (const nlohmann::ordered_json& c : cases)
     page.cases.push_back(nlohmann::json::parse(c.dump()));
+  read_failure_files(dir, page);
   std::string error;
   bool written =
       files::try_write_atomically(dir + "/summary.json", summary.dump(2) + "\n", &error) &&

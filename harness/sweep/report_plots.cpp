@@ -21,6 +21,7 @@ struct Point {
   std::string label;
   double error = 0;  // max_rel; +inf for "inf" and null (NaN)
   bool ok = true;
+  bool zero = false;  // value and reference both 0 (a NaN or Inf count of a healthy run)
 };
 
 struct MetricSeries {
@@ -50,6 +51,13 @@ std::optional<double> tolerance_of(const nlohmann::json& c) {
 }
 
 std::string case_id(const nlohmann::json& c) { return html::string_at(c, "case", "?"); }
+
+// The case's number as its failure file has it: its index in the matrix's
+// expansion (0-based), else its position.
+std::string case_number(const nlohmann::json& c, std::size_t position) {
+  const nlohmann::json& v = html::at(c, "index");
+  return v.is_number_integer() ? std::to_string(v.get<long long>()) : std::to_string(position);
+}
 
 std::string fmt(double v) {
   char buf[32];
@@ -87,7 +95,10 @@ LogAxis axis_for(const std::vector<double>& values) {
 std::string metric_plot(const std::string& metric, const MetricSeries& series,
                         const std::vector<const nlohmann::json*>& cases,
                         const std::vector<std::optional<double>>& tolerances) {
-  const double left = 60, step = 22;
+  // Up to 22 pixels per case, narrower where that keeps the plot within a 1280-pixel window.
+  const double left = 60, widest_px = 1180;
+  const double step =
+      cases.empty() ? 22 : std::clamp((widest_px - left - 20) / cases.size(), 1.0, 22.0);
   const double width = std::max(360.0, left + step * cases.size() + 20);
   std::vector<double> values;
   for (const Point& p : series.points) values.push_back(p.error);
@@ -100,9 +111,14 @@ std::string metric_plot(const std::string& metric, const MetricSeries& series,
   std::string s = "<figure class=\"metric-plot\" data-metric=\"" + escape(metric) + "\">\n";
   s += "<figcaption>" + escape(metric) +
        ": max rel error per case and label (log scale); line: the case's tolerance</figcaption>\n";
-  s += "<svg class=\"plot\" width=\"" + fmt(width) + "\" height=\"230\" viewBox=\"0 0 " +
-       fmt(width) + " 230\" role=\"img\">\n";
+  s += "<svg class=\"plot\" width=\"" + fmt(width) + "\" height=\"250\" viewBox=\"0 0 " +
+       fmt(width) + " 250\" role=\"img\">\n";
   s += "<title>" + escape(metric) + "</title>\n";
+  s += "<text class=\"axis-label y-label\" transform=\"translate(12 " +
+       fmt((axis.top + axis.bottom) / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\">max rel error</text>\n";
+  s += "<text class=\"axis-label x-label\" x=\"" + fmt(x0 + step * cases.size() / 2) +
+       "\" y=\"244\" text-anchor=\"middle\">case (index, as in failures/)</text>\n";
   // A label every `every` decades: at most about 10 labels, so they do not overlap.
   const int every = (axis.high - axis.low + 9) / 10;
   for (int d = axis.low; d <= axis.high; ++d) {
@@ -141,9 +157,16 @@ std::string metric_plot(const std::string& metric, const MetricSeries& series,
          ": max rel " + number(p.error) + (tol ? " (tolerance " + number(*tol) + ")" : "") +
          "</title></circle>\n";
   }
+  // A number every `every` cases, so that numbers of 3 or more digits do not overlap.
+  std::size_t widest = 1;
   for (std::size_t i = 0; i < cases.size(); ++i)
-    s += "<text class=\"tick\" x=\"" + fmt(cx(i)) + "\" y=\"225\" text-anchor=\"middle\">" +
-         std::to_string(i + 1) + "<title>" + escape(case_id(*cases[i])) + "</title></text>\n";
+    widest = std::max(widest, case_number(*cases[i], i).size());
+  const std::size_t numbered_every =
+      std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil((6.5 * widest + 3) / step)));
+  for (std::size_t i = 0; i < cases.size(); i += numbered_every)
+    s += "<text class=\"tick case-number\" x=\"" + fmt(cx(i)) +
+         "\" y=\"222\" text-anchor=\"middle\">" + case_number(*cases[i], i) + "<title>" +
+         escape(case_id(*cases[i])) + "</title></text>\n";
   s += "</svg>\n</figure>\n";
   return s;
 }
@@ -170,36 +193,63 @@ std::string render_metric_plots(const std::vector<nlohmann::json>& cases) {
       p.label = html::string_at(m, "label");
       p.error = error_of(html::at(m, "max_rel"));
       p.ok = html::at(m, "ok") != false;  // unknown: drawn as within
+      p.zero = html::at(m, "value") == 0 && html::at(m, "reference") == 0;
       it->second.points.push_back(p);
     }
   }
   if (order.empty()) return "<p class=\"empty\">No case compared a metric: nothing to plot.</p>\n";
-  std::string s =
-      "<p>x: case number (the time chart and the grid's titles name each case); "
-      "filled: within tolerance, red: beyond; an exact 0 sits on the bottom edge, "
-      "an infinite or NaN error on the top.</p>\n";
-  for (const std::string& metric : order)
+  // Metrics without an error in any case are one line, not a plot of points on its floor.
+  std::vector<std::string> plotted;
+  std::string folded;
+  std::size_t folded_count = 0;
+  for (const std::string& metric : order) {
+    const std::vector<Point>& points = by_metric[metric].points;
+    if (std::any_of(points.begin(), points.end(), [](const Point& p) { return p.error != 0; })) {
+      plotted.push_back(metric);
+      continue;
+    }
+    const bool zero =
+        std::all_of(points.begin(), points.end(), [](const Point& p) { return p.zero; });
+    folded += std::string(folded_count++ ? ", " : "") + "<code class=\"folded-metric\">" +
+              escape(metric) + "</code>" + (zero ? " (0 everywhere)" : "");
+  }
+  std::string s;
+  if (folded_count > 0)
+    s += "<p id=\"folded-metrics\" data-count=\"" + std::to_string(folded_count) + "\">" +
+         std::to_string(folded_count) + (folded_count == 1 ? " metric" : " metrics") +
+         " with no error in any case (max rel error 0), not plotted: " + folded + "</p>\n";
+  if (plotted.empty()) return s;
+  s += "<p>x: the case's index (as DIR/failures/ numbers them; hover for its id); y: max rel "
+       "error, log scale; blue: within tolerance, red: beyond; an exact 0 sits on the bottom "
+       "edge, an infinite or NaN error on the top.</p>\n<div class=\"plots\">\n";
+  for (const std::string& metric : plotted)
     s += metric_plot(metric, by_metric[metric], columns, tolerances);
-  return s;
+  return s + "</div>\n";
 }
 
 std::string render_time_chart(const std::vector<nlohmann::json>& cases) {
   double longest = 0;
   for (const nlohmann::json& c : cases) longest = std::max(longest, html::number_at(c, "seconds"));
   const double bar_left = 50, bar_width = 500, row = 16;
-  const double height = row * cases.size() + 10;
+  const double head = 18;  // the axis labels' row
+  const double height = head + row * cases.size() + 10;
   std::string s = "<svg id=\"time-chart\" width=\"1200\" height=\"" + fmt(height) +
                   "\" viewBox=\"0 0 1200 " + fmt(height) +
                   "\" role=\"img\">\n"
-                  "<title>seconds per case</title>\n";
+                  "<title>seconds per case</title>\n"
+                  "<text class=\"axis-label\" x=\"" +
+                  fmt(bar_left - 4) +
+                  "\" y=\"12\" text-anchor=\"end\">case</text><text class=\"axis-label\" x=\"" +
+                  fmt(bar_left) + "\" y=\"12\">seconds (the longest bar: " + number(longest) +
+                  " s)</text>\n";
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const nlohmann::json& c = cases[i];
     const double seconds = html::number_at(c, "seconds");
     const double w = longest > 0 ? bar_width * seconds / longest : 0;
-    const double y = 5 + row * i;
+    const double y = head + 5 + row * i;
     const std::string outcome = html::string_at(c, "outcome", "unknown");
-    s += "<g class=\"time-bar\"><text class=\"tick\" x=\"" + fmt(bar_left - 4) + "\" y=\"" +
-         fmt(y + 11) + "\" text-anchor=\"end\">" + std::to_string(i + 1) +
+    s += "<g class=\"time-bar\"><text class=\"tick case-number\" x=\"" + fmt(bar_left - 4) +
+         "\" y=\"" + fmt(y + 11) + "\" text-anchor=\"end\">" + case_number(c, i) +
          "</text><rect class=\"bar outcome-" + escape(outcome) + "\" x=\"" + fmt(bar_left) +
          "\" y=\"" + fmt(y) + "\" width=\"" + fmt(std::max(w, 1.0)) + "\" height=\"" +
          fmt(row - 3) + "\"/><text class=\"bar-label\" x=\"" +

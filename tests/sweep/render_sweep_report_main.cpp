@@ -1,6 +1,7 @@
 // parity_render_sweep_report RESULTS.jsonl SUMMARY.json OUT.html [TITLE]: the
 // sweep report page (harness/sweep/report_html.h) from a result folder's files,
-// without running a sweep (the browser test renders the fixture with it).
+// without running a sweep (the browser test renders the fixture with it). The
+// failure files are read from RESULTS.jsonl's folder.
 // Exit 0 written, 2 bad input (one line naming the file and the reason).
 #include <iostream>
 #include <sstream>
@@ -51,6 +52,9 @@ int main(int argc, char** argv) {
                  std::to_string(e.byte));
     }
   }
+  const std::size_t slash = results_path.rfind('/');
+  parity::sweep::read_failure_files(
+      slash == std::string::npos ? "." : results_path.substr(0, slash), input);
   std::string error;
   if (!parity::files::try_write_atomically(out_path, parity::sweep::render_sweep_report(input),
                                            &error))
