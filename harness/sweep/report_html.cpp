@@ -192,8 +192,8 @@ const nlohmann::json* first_failed_property(const nlohmann::json& c) {
   return nullptr;
 }
 
-// The rank failure's cause, one line, read from its text (the record keeps
-// the text only): the first rank line that is not a victim's ("rank 1 (tp=0,
+// The rank failure's cause, one line, read from its text (records written
+// before the typed "cause"): the first rank line that is not a victim's ("rank 1 (tp=0,
 // cp=0, dp=1) threw: ..."), else the "run failed: ..." headline, else the
 // last line.
 std::string rank_failure_cause(const std::string& text) {
@@ -295,7 +295,11 @@ std::string render_failure(const SweepReportInput& in, const nlohmann::json& c, 
     s += fact("first differing value", "first-difference", escape(string_at(*p, "reason")));
     reasons.erase(reasons.begin());  // shown above
   } else if (!failure.empty() && outcome == "rank_failure") {
-    s += fact("cause", "cause", escape(rank_failure_cause(failure)));
+    // The record's typed cause (its one line) where it has one; older records only the text.
+    const auto cause = c.find("cause");
+    const std::string typed =
+        cause != c.end() && cause->is_object() ? string_at(*cause, "line") : std::string();
+    s += fact("cause", "cause", escape(typed.empty() ? rank_failure_cause(failure) : typed));
   } else if (!reasons.empty()) {
     s += fact("first reason", "first-difference", escape(reasons.front()));
     reasons.erase(reasons.begin());
