@@ -9,6 +9,9 @@
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
 
+PARITY_USES_FAULT(notify_on_replay);
+PARITY_USES_FAULT(router_silent_missing);
+
 namespace parity::reference {
 namespace {
 
@@ -31,7 +34,7 @@ std::vector<at::Tensor> run_as_replay(GraphRegion& r) {
   // theirs) reach the caller's observer.
   const detail::ActiveObserver* outer = detail::observation_state.active;
   TensorObservationCallback router_leak;
-  if (fault_active(CodePathFault::router_silent_missing) && outer) {
+  if (fault_active(fault_router_silent_missing) && outer) {
     const TensorObservationCallback* caller = outer->callback;
     router_leak = [caller](const ObservationOwner& owner, std::string_view name, SourceKind kind,
                            const at::Tensor& t, OptionalDim tp, OptionalDim seq,
@@ -42,7 +45,7 @@ std::vector<at::Tensor> run_as_replay(GraphRegion& r) {
     };
   }
   // Fault notify-on-replay: the replay's notifications reach the caller's observer.
-  if (!fault_active(CodePathFault::notify_on_replay))
+  if (!fault_active(fault_notify_on_replay))
     frozen.emplace(router_leak ? router_leak : dropping_callback(), r.frozen_kinds);
   std::vector<at::Tensor> in;
   for (const at::Tensor& s : r.static_inputs) in.push_back(s.variable_data());

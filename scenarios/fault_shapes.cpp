@@ -7,6 +7,17 @@
 #include "harness/graphs/graph_scope.h"
 #include "harness/metrics/metric_names.h"
 
+PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
+PARITY_USES_FAULT(aux_loss_tracker_host_side);
+PARITY_USES_FAULT(expert_load_count_ungated);
+PARITY_USES_FAULT(expert_skip_empty_rank);
+PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(recompute_rng_not_restored);
+PARITY_USES_FAULT(replica_marked_tp_sharded);
+PARITY_USES_FAULT(router_stats_include_padding);
+PARITY_USES_FAULT(warmup_counted_as_step);
+PARITY_USES_FAULT(wgrad_hook_per_graph_task);
+
 namespace parity::scenarios {
 
 namespace {
@@ -49,85 +60,74 @@ bool replay_router(RunConfig& s) {
 }  // namespace
 
 bool shape_for_fault(RunConfig& s, CodePathFault fault) {
-  switch (fault) {
-    case CodePathFault::wgrad_hook_per_graph_task:
-      // A weight in two reentrant checkpoints of one backward: the MTP layer
-      // repeated over two depths, checkpointed by full recompute or inside it
-      // by selective mlp. MTP and the hooks run without graphs.
-      s.graphs = GraphOption::none;
-      s.graph_scope.clear();
-      s.observe_wgrad = true;
-      s.mtp_layers = 2;
-      s.mtp_repeated_layer = true;
-      if (s.recompute.rfind("selective:", 0) == 0) {
-        if (s.recompute.find("mlp") == std::string::npos) s.recompute += ",mlp";
-      } else if (s.recompute.rfind("full-", 0) != 0) {
-        s.recompute = "full-uniform";
-        s.recompute_layers = 1;
-      }
-      return true;
-    case CodePathFault::recompute_rng_not_restored:
-      // Dropout inside a checkpoint: parity's dropout sits in bias-dropout-add,
-      // which only full recompute checkpoints (rejected with per-layer graphs).
-      if (s.graphs == GraphOption::per_layer) return false;
-      if (!(s.dropout > 0)) s.dropout = 0.1;
-      if (s.recompute.rfind("full-", 0) != 0) {
-        s.recompute = "full-uniform";
-        s.recompute_layers = 1;
-      }
-      break;
-    case CodePathFault::warmup_counted_as_step:
-      // Per-layer graphs with a warmup run and a step after the capture.
-      if (s.graphs != GraphOption::per_layer) {
-        if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
-        s.graphs = GraphOption::per_layer;
-      }
-      s.graph_warmup = std::max(s.graph_warmup, 1);
-      s.steps = std::max(s.steps, 2);
-      break;
-    case CodePathFault::observe_forced_logits:
-      // Forced routing, which the router must not observe.
-      if (s.moe_force_routing == ForceRoutingOption::none)
-        s.moe_force_routing = ForceRoutingOption::random;
-      break;
-    case CodePathFault::expert_skip_empty_rank:
-      // An EP rank that receives no token: EP 2 where the layout allows it,
-      // and biased routing, which sends every token to experts 0..k-1, all on
-      // the first EP rank when k <= E / ep.
-      if ((s.cp * s.dp) % 2 != 0 || s.moe_experts % 2 != 0) return false;
-      s.ep = 2;
-      s.moe_topk = std::min(s.moe_topk, s.moe_experts / 2);
-      s.moe_force_routing = ForceRoutingOption::biased;
-      // The skipped collectives may leave ranks blocked in different groups,
-      // which no fingerprint sees: the hang detector reports them at the timeout.
-      s.timeout = 10;
-      break;
-    case CodePathFault::aux_loss_tracked_on_recompute:
-      ensure_logged_loss(s);
-      checkpoint_router(s);
-      break;
-    case CodePathFault::expert_load_count_ungated:
-      s.moe_per_layer_logging = true;
-      checkpoint_router(s);
-      break;
-    case CodePathFault::aux_loss_tracker_host_side:
-      ensure_logged_loss(s);
-      if (!replay_router(s)) return false;
-      break;
-    case CodePathFault::replica_marked_tp_sharded: {
-      // A replica counted by every TP rank needs TP ranks, and a norm to count it in.
-      if (s.tp < 2) return false;
-      if (std::none_of(s.metrics.begin(), s.metrics.end(),
-                       [](const std::string& m) { return is_parameter_metric(m); }))
-        s.metrics.emplace_back("global-wgrad-l2");
-      break;
+  if (fault == fault_wgrad_hook_per_graph_task) {
+    // A weight in two reentrant checkpoints of one backward: the MTP layer
+    // repeated over two depths, checkpointed by full recompute or inside it
+    // by selective mlp. MTP and the hooks run without graphs.
+    s.graphs = GraphOption::none;
+    s.graph_scope.clear();
+    s.observe_wgrad = true;
+    s.mtp_layers = 2;
+    s.mtp_repeated_layer = true;
+    if (s.recompute.rfind("selective:", 0) == 0) {
+      if (s.recompute.find("mlp") == std::string::npos) s.recompute += ",mlp";
+    } else if (s.recompute.rfind("full-", 0) != 0) {
+      s.recompute = "full-uniform";
+      s.recompute_layers = 1;
     }
-    case CodePathFault::router_stats_include_padding:
-      s.moe_per_layer_logging = true;
-      if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;
-      break;
-    default:
-      return true;
+    return true;
+  } else if (fault == fault_recompute_rng_not_restored) {
+    // Dropout inside a checkpoint: parity's dropout sits in bias-dropout-add,
+    // which only full recompute checkpoints (rejected with per-layer graphs).
+    if (s.graphs == GraphOption::per_layer) return false;
+    if (!(s.dropout > 0)) s.dropout = 0.1;
+    if (s.recompute.rfind("full-", 0) != 0) {
+      s.recompute = "full-uniform";
+      s.recompute_layers = 1;
+    }
+  } else if (fault == fault_warmup_counted_as_step) {
+    // Per-layer graphs with a warmup run and a step after the capture.
+    if (s.graphs != GraphOption::per_layer) {
+      if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
+      s.graphs = GraphOption::per_layer;
+    }
+    s.graph_warmup = std::max(s.graph_warmup, 1);
+    s.steps = std::max(s.steps, 2);
+  } else if (fault == fault_observe_forced_logits) {
+    // Forced routing, which the router must not observe.
+    if (s.moe_force_routing == ForceRoutingOption::none)
+      s.moe_force_routing = ForceRoutingOption::random;
+  } else if (fault == fault_expert_skip_empty_rank) {
+    // An EP rank that receives no token: EP 2 where the layout allows it,
+    // and biased routing, which sends every token to experts 0..k-1, all on
+    // the first EP rank when k <= E / ep.
+    if ((s.cp * s.dp) % 2 != 0 || s.moe_experts % 2 != 0) return false;
+    s.ep = 2;
+    s.moe_topk = std::min(s.moe_topk, s.moe_experts / 2);
+    s.moe_force_routing = ForceRoutingOption::biased;
+    // The skipped collectives may leave ranks blocked in different groups,
+    // which no fingerprint sees: the hang detector reports them at the timeout.
+    s.timeout = 10;
+  } else if (fault == fault_aux_loss_tracked_on_recompute) {
+    ensure_logged_loss(s);
+    checkpoint_router(s);
+  } else if (fault == fault_expert_load_count_ungated) {
+    s.moe_per_layer_logging = true;
+    checkpoint_router(s);
+  } else if (fault == fault_aux_loss_tracker_host_side) {
+    ensure_logged_loss(s);
+    if (!replay_router(s)) return false;
+  } else if (fault == fault_replica_marked_tp_sharded) {
+    // A replica counted by every TP rank needs TP ranks, and a norm to count it in.
+    if (s.tp < 2) return false;
+    if (std::none_of(s.metrics.begin(), s.metrics.end(),
+                     [](const std::string& m) { return is_parameter_metric(m); }))
+      s.metrics.emplace_back("global-wgrad-l2");
+  } else if (fault == fault_router_stats_include_padding) {
+    s.moe_per_layer_logging = true;
+    if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;
+  } else {
+    return true;
   }
   return checks::validate_check_scenario(s).empty();
 }

@@ -16,6 +16,9 @@
 #include "scenarios/quiet_listener.h"
 #include "scenarios/sharded_metric_cases.h"
 
+PARITY_USES_FAULT(mean_of_means);
+PARITY_USES_FAULT(median_unpadded_gather);
+
 namespace parity::scenarios {
 
 namespace {
@@ -127,7 +130,7 @@ Verdict judge_sharded_case(ShardedMetricCase& c, const std::string& fault) {
   // median-unpadded-gather: a rank with nothing to gather issues no call (the
   // executor completes an empty request locally), so its peers would wait out
   // the case's 60 s timeout; uneven non-empty pieces show the mismatch at once.
-  if (fault == info(CodePathFault::median_unpadded_gather).name) {
+  if (fault == info(fault_median_unpadded_gather).name) {
     if (has_empty_piece(c)) return v;
     c.statistics = {"sampled-median"};
   }
@@ -165,8 +168,8 @@ Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   const bool moe = fault.needs.rfind("an MoE layer", 0) == 0;
   const bool metric_fault =
       fault.caught_by == "sharded_reduction" || fault.caught_by == "collective_symmetry";
-  const bool cases_first = fault.fault == CodePathFault::mean_of_means ||
-                           fault.fault == CodePathFault::median_unpadded_gather;
+  const bool cases_first =
+      fault.fault == fault_mean_of_means || fault.fault == fault_median_unpadded_gather;
   auto search_scenarios = [&] {
     row.searched = moe ? "MoE scenarios" : "scenarios";
     search<RunConfig>(

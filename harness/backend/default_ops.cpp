@@ -8,6 +8,8 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/parallel/communicator.h"
 
+PARITY_USES_FAULT(cp_kv_grad_local_only);
+
 namespace parity {
 
 at::Tensor Backend::vocab_parallel_embedding(const at::Tensor& ids, const at::Tensor& weight,
@@ -63,7 +65,7 @@ at::Tensor Backend::rotary_embedding(const at::Tensor& x, const at::Tensor& posi
 std::vector<at::Tensor> Backend::gather_context_parallel_kv(const at::Tensor& k,
                                                             const at::Tensor& v,
                                                             Communicator& cp) const {
-  if (fault_active(CodePathFault::cp_kv_grad_local_only)) {
+  if (fault_active(fault_cp_kv_grad_local_only)) {
     // Fault cp-kv-grad-local-only (diffusers #14265): the same values, but the
     // gradient reaches this rank's keys and values through its own chunk only.
     auto local_grad_only = [&cp](const at::Tensor& t) {

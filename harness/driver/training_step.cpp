@@ -30,6 +30,9 @@
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
+PARITY_USES_FAULT(cp_loss_scale);
+PARITY_USES_FAULT(eval_loss_cp_unscaled);
+
 namespace parity {
 namespace {
 
@@ -65,7 +68,7 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
   // Fault eval-loss-cp-unscaled (transformers PR 48167): the evaluation path
   // normalizes by the CP rank's own tokens, as if the sequence were whole.
   const double tokens =
-      global_tokens(model, o.microbatches, fault_active(CodePathFault::eval_loss_cp_unscaled));
+      global_tokens(model, o.microbatches, fault_active(fault_eval_loss_cp_unscaled));
   const std::int64_t base = (std::int64_t{1} << 30) + step * o.microbatches * par.dp_size();
   at::NoGradGuard no_grad;
   auto quiet = suspend_tensor_observations();
@@ -100,7 +103,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   const ParallelContext& par = model.parallel();
   // Fault cp-loss-scale (Megatron-LM #673, #906): the CP rank's own tokens.
   const double batch_tokens =
-      global_tokens(model, o.microbatches, fault_active(CodePathFault::cp_loss_scale));
+      global_tokens(model, o.microbatches, fault_active(fault_cp_loss_scale));
   const std::int64_t step_base = step * o.microbatches * par.dp_size();
   const at::Tensor positions = model.local_positions();
   // Each microbatch's MoE aux loss is its share of the step's mean, as each

@@ -4,16 +4,23 @@
 // megatron-reference.md section 7. `--inject NAME` switches one on for a run;
 // `parity mutants` proves the property suite catches every one of them.
 //
-// One table (code_path_faults.cpp) names them all, says what each changes, and
-// which property is expected to catch it under which scenario. Code asks
-// `fault_active(CodePathFault::x)`: a thread-local bit, set for the rank
+// One list (code_path_faults.def) defines them all: what each changes, and
+// which property is expected to catch it under which scenario. A file that
+// uses a fault names it once, at file scope:
+//   PARITY_USES_FAULT(sqrt_before_sum);
+//   ... if (fault_active(fault_sqrt_before_sum)) ...
+// which resolves the id when the program starts (an id not in the list aborts
+// every binary that links the file, before any test runs). This header does
+// not hold the list, so adding a fault recompiles only the list's .cpp and the
+// files that use the new fault.
+//
+// Code asks `fault_active(fault)`: a thread-local bit, set for the rank
 // thread by the launcher (run_rank_body) from the run's --inject values. Autograd on
 // CPU runs backward on the calling thread, so recomputation sees the bit too; a
 // backend whose backward runs elsewhere carries the bits with the per-thread
 // context (harness/observation/thread_context.h).
 //
 // A leaf room: it includes nothing of parity's.
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,61 +29,39 @@
 
 namespace parity {
 
-enum class CodePathFault : std::uint8_t {
-  missing_recompute_suspension,
-  observe_recompute_not_forward,
-  grad_mode_gating,
-  replica_overcount,
-  sqrt_before_sum,
-  mean_of_means,
-  sp_residual_mislabel,
-  cp_population_dropped,
-  dp_population_dropped,
-  prepare_aliases_buffer,
-  notify_on_replay,
-  warmup_counted_as_step,
-  asymmetric_collective,
-  wrong_gather_precedence,
-  contribution_with_autograd,
-  observe_forced_logits,
-  padding_included,
-  diagnostics_under_cp,
-  expert_index_local,
-  router_silent_missing,
-  median_unpadded_gather,
-  // Field bugs (docs/field-bugs.md): public trackers' bugs by their mechanism.
-  recompute_rng_not_restored,
-  expert_skip_empty_rank,
-  sp_grad_not_reduced,
-  cp_loss_scale,
-  cp_kv_grad_local_only,
-  eval_loss_cp_unscaled,
-  aux_loss_tracked_on_recompute,
-  router_stats_include_padding,
-  expert_load_count_ungated,
-  aux_loss_tracker_host_side,
-  replica_marked_tp_sharded,
-  wgrad_hook_per_graph_task,
+// One row of code_path_faults.def, by its position there.
+struct CodePathFault {
+  std::uint8_t index = 0;
+  friend bool operator==(CodePathFault a, CodePathFault b) { return a.index == b.index; }
+  friend bool operator!=(CodePathFault a, CodePathFault b) { return a.index != b.index; }
 };
-inline constexpr int kCodePathFaultCount = 33;
-static_assert(kCodePathFaultCount <= 64, "fault bits are a std::uint64_t");
 
 struct CodePathFaultInfo {
   CodePathFault fault;
+  std::string_view id;         // the .def id: "sqrt_before_sum"
   std::string_view name;       // the --inject spelling: "sqrt-before-sum"
   std::string_view doc;        // what the deviation does, one line
   std::string_view caught_by;  // the property expected to fail: "sharded_reduction"
   std::string_view needs;      // the scenario that exposes it: "an l2/rms metric on a split tensor"
 };
 
-// Every code-path fault, in enum order.
-const std::array<CodePathFaultInfo, kCodePathFaultCount>& code_path_faults();
+// Every code-path fault, in the list's order.
+const std::vector<CodePathFaultInfo>& code_path_faults();
 const CodePathFaultInfo& info(CodePathFault fault);
+// By its --inject spelling.
 std::optional<CodePathFault> parse_code_path_fault(std::string_view name);
+// By its .def id; an unknown id prints the id and aborts (a programming error,
+// met when the program starts: see PARITY_USES_FAULT).
+CodePathFault code_path_fault_with_id(std::string_view id);
 // The bit of `fault` in a set of switched-on faults (fault_active's encoding).
 constexpr std::uint64_t code_path_fault_bit(CodePathFault fault) {
-  return std::uint64_t{1} << static_cast<unsigned>(fault);
+  return std::uint64_t{1} << fault.index;
 }
+
+// `static const CodePathFault fault_<id>`, resolved at static initialization.
+#define PARITY_USES_FAULT(id)                                        \
+  [[maybe_unused]] static const ::parity::CodePathFault fault_##id = \
+      ::parity::code_path_fault_with_id(#id)
 
 namespace detail {
 // Inline and constant-initialized: every TU reads the thread-local slot directly
@@ -90,7 +75,7 @@ inline thread_local const void* t_code_path_fault_owner = nullptr;
 // Whether `fault` is switched on for this thread. Inline: the check sits in
 // hot paths (observe, every collective).
 inline bool fault_active(CodePathFault fault) {
-  return (detail::t_active_code_path_faults >> static_cast<unsigned>(fault)) & 1u;
+  return (detail::t_active_code_path_faults >> fault.index) & 1u;
 }
 
 // RAII: switches this thread's code-path faults to exactly those named (or adds

@@ -13,6 +13,8 @@
 #include "harness/observation/thread_context.h"
 #include "harness/recompute/checkpoint.h"
 
+PARITY_USES_FAULT(warmup_counted_as_step);
+
 namespace parity {
 
 KindSet live_observation_kinds() {
@@ -104,7 +106,7 @@ void PhasedGraphRunner::create_graphs() {
     for (std::int64_t k = 0; k < options_.warmup; ++k) {
       std::optional<ExecutionPointScope> counted;
       // Fault warmup-counted-as-step: the warmup run is labelled with the caller's training step.
-      if (fault_active(CodePathFault::warmup_counted_as_step)) counted.emplace(caller);
+      if (fault_active(fault_warmup_counted_as_step)) counted.emplace(caller);
       GraphPhaseScope warmup(GraphPhase::warmup);
       at::AutoGradMode grad_on(true);
       std::vector<at::Tensor> in;

@@ -5,6 +5,8 @@
 
 #include "harness/faults/code_path_faults.h"
 
+PARITY_USES_FAULT(sp_residual_mislabel);
+
 namespace parity {
 
 std::string_view failure_tag(MetricFailure kind) {
@@ -90,7 +92,7 @@ void MetricCollector::observe(const ObservationOwner& owner, std::string_view na
   }
   // Fault sp-residual-mislabel: SP residuals labelled Replica on tp (the
   // config-less owner rule, megatron-reference 7.9).
-  if (fault_active(CodePathFault::sp_residual_mislabel) &&
+  if (fault_active(fault_sp_residual_mislabel) &&
       (kind == SourceKind::residual_accumulator || kind == SourceKind::residual_contribution))
     tp_shard_dim = std::nullopt;
   const AxisPlacements placements =

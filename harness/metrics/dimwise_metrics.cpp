@@ -6,6 +6,8 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/stages.h"
 
+PARITY_USES_FAULT(sqrt_before_sum);
+
 namespace parity {
 
 namespace {
@@ -107,7 +109,7 @@ class DimwiseMetric final : public Metric {
     }
     // Fault sqrt-before-sum: row/column sums of squares take their square root
     // before the stage-B sum over the axes that split them.
-    const bool sqrt_first = fault_active(CodePathFault::sqrt_before_sum) && !needs_width();
+    const bool sqrt_first = fault_active(fault_sqrt_before_sum) && !needs_width();
     if (sqrt_first)
       for (at::Tensor& q : partial) q = q.sqrt();
     return reduce_over_axes(

@@ -5,6 +5,9 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/stages.h"
 
+PARITY_USES_FAULT(prepare_aliases_buffer);
+PARITY_USES_FAULT(sqrt_before_sum);
+
 namespace parity {
 
 namespace {
@@ -32,8 +35,8 @@ class LogicalReductionMetric final : public Metric {
       p.value = contribution(x.to(accumulation_dtype(x.scalar_type()))).to(dtype);
     // Fault prepare-aliases-buffer: max/min keep a view of the extreme element
     // instead of a copy (a graph's static buffer is overwritten before finalize).
-    if (fault_active(CodePathFault::prepare_aliases_buffer) && !input.placeholder &&
-        x.numel() > 0 && x.scalar_type() == dtype &&
+    if (fault_active(fault_prepare_aliases_buffer) && !input.placeholder && x.numel() > 0 &&
+        x.scalar_type() == dtype &&
         (statistic_ == LogicalStatistic::max || statistic_ == LogicalStatistic::min)) {
       const at::Tensor flat = x.reshape({-1});
       p.value = flat.narrow(0, (statistic_ == LogicalStatistic::max ? flat.argmax() : flat.argmin())
@@ -60,8 +63,9 @@ class LogicalReductionMetric final : public Metric {
     // Fault sqrt-before-sum: l2/rms take the square root of each partial sum
     // of squares before the cross-rank sum (squared back before finalize, so
     // one contributor still gives the right value).
-    const bool sqrt_first = fault_active(CodePathFault::sqrt_before_sum) &&
-                            (statistic_ == LogicalStatistic::l2 || statistic_ == LogicalStatistic::rms);
+    const bool sqrt_first =
+        fault_active(fault_sqrt_before_sum) &&
+        (statistic_ == LogicalStatistic::l2 || statistic_ == LogicalStatistic::rms);
     if (sqrt_first)
       for (at::Tensor& c : contributions) c = with_first(c, c[0].sqrt());
     if (width() == 2) apply_population_faults(contributions, masks);

@@ -6,6 +6,11 @@
 
 #include "harness/faults/code_path_faults.h"
 
+PARITY_USES_FAULT(cp_population_dropped);
+PARITY_USES_FAULT(dp_population_dropped);
+PARITY_USES_FAULT(mean_of_means);
+PARITY_USES_FAULT(replica_overcount);
+
 namespace parity {
 
 namespace {
@@ -19,7 +24,7 @@ AxisMask bit_of(Axis axis) {
 AxisMask reduction_axes(const AxisPlacements& placements) {
   // Fault replica-overcount: Replica axes are reduced too, so every replica
   // contributes instead of counting once (megatron-reference 3.3, rule 3).
-  const bool overcount = fault_active(CodePathFault::replica_overcount);
+  const bool overcount = fault_active(fault_replica_overcount);
   AxisMask mask = 0;
   for (std::size_t i = 0; i < placements.axes.size(); ++i)
     if (needs_reduction(placements.axes[i]) || overcount) mask |= axis_bit(i);
@@ -27,7 +32,7 @@ AxisMask reduction_axes(const AxisPlacements& placements) {
 }
 
 void apply_population_faults(std::vector<at::Tensor>& pairs, std::vector<AxisMask>& masks) {
-  if (fault_active(CodePathFault::mean_of_means)) {
+  if (fault_active(fault_mean_of_means)) {
     // Fault mean-of-means: each contribution turns into (its own mean, 1), so
     // the reduction averages means; an empty one stays (0, 0).
     for (at::Tensor& p : pairs) {
@@ -40,8 +45,8 @@ void apply_population_faults(std::vector<at::Tensor>& pairs, std::vector<AxisMas
   AxisMask dropped = 0;
   // Faults cp-/dp-population-dropped: the count is not reduced over that axis
   // (the sum still is), so the mean is off by the axis size.
-  if (fault_active(CodePathFault::cp_population_dropped)) dropped |= bit_of(Axis::cp);
-  if (fault_active(CodePathFault::dp_population_dropped)) dropped |= bit_of(Axis::dp);
+  if (fault_active(fault_cp_population_dropped)) dropped |= bit_of(Axis::cp);
+  if (fault_active(fault_dp_population_dropped)) dropped |= bit_of(Axis::dp);
   if (dropped == 0) return;
   std::vector<at::Tensor> split;
   std::vector<AxisMask> split_masks;

@@ -5,6 +5,8 @@
 
 #include "harness/faults/code_path_faults.h"
 
+PARITY_USES_FAULT(median_unpadded_gather);
+
 namespace parity {
 
 namespace {
@@ -63,7 +65,7 @@ MetricStep gather_uneven(std::vector<at::Tensor> pieces, AxisMask axes,
   };
   // Fault median-unpadded-gather: no length exchange; each rank gathers its own
   // unpadded pieces, so ranks holding different totals issue different shapes.
-  if (fault_active(CodePathFault::median_unpadded_gather)) {
+  if (fault_active(fault_median_unpadded_gather)) {
     const at::Tensor own = padded(pieces, mine.sum().item<std::int64_t>());
     return MetricStep::collect(
         {{own, axis, CollectiveKind::all_gather, ReduceOp::sum, 0}},

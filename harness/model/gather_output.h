@@ -24,7 +24,8 @@ inline std::optional<std::int64_t> logits_tp_shard_dim(bool constructor_gather_o
   bool gathered = resolve_gather_output(constructor_gather_output, runtime_gather_output);
   // Fault wrong-gather-precedence: the label follows the constructor flag even
   // when the runtime value won (megatron-reference 7.7).
-  if (fault_active(CodePathFault::wrong_gather_precedence)) gathered = constructor_gather_output;
+  static const CodePathFault wrong_precedence = code_path_fault_with_id("wrong_gather_precedence");
+  if (fault_active(wrong_precedence)) gathered = constructor_gather_output;
   return gathered ? std::nullopt : std::optional<std::int64_t>(-1);
 }
 

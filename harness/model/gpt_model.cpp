@@ -13,6 +13,8 @@
 #include "harness/model/weight_gradient_sites.h"
 #include "harness/recompute/checkpoint.h"
 
+PARITY_USES_FAULT(sp_grad_not_reduced);
+
 namespace parity {
 
 at::ScalarType to_scalar_type(ModelDType dtype) {
@@ -597,8 +599,7 @@ void GPTModel::finalize_grads() {
     if (!p.value.grad().defined()) p.value.mutable_grad() = at::zeros_like(p.value);
     at::Tensor g = p.value.grad();
     // Fault sp-grad-not-reduced (EleutherAI/gpt-neox PR 1259): partial sums stay.
-    if (p.sequence_parallel && par.tp_size() > 1 &&
-        !fault_active(CodePathFault::sp_grad_not_reduced)) {
+    if (p.sequence_parallel && par.tp_size() > 1 && !fault_active(fault_sp_grad_not_reduced)) {
       g.copy_(par.tp->all_reduce(g.contiguous(), ReduceOp::sum));
     }
     if (p.expert >= 0 && par.ep_size() > 1) {

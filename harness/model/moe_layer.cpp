@@ -12,6 +12,16 @@
 #include "harness/observation/execution_point.h"
 #include "harness/recompute/checkpoint.h"
 
+PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
+PARITY_USES_FAULT(aux_loss_tracker_host_side);
+PARITY_USES_FAULT(diagnostics_under_cp);
+PARITY_USES_FAULT(expert_index_local);
+PARITY_USES_FAULT(expert_load_count_ungated);
+PARITY_USES_FAULT(expert_skip_empty_rank);
+PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(padding_included);
+PARITY_USES_FAULT(router_stats_include_padding);
+
 namespace parity {
 
 namespace {
@@ -102,7 +112,7 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
     bias.narrow(0, 0, k).fill_(100.0);
     routed = routed + bias;
   }
-  observe_sites(fault_active(CodePathFault::observe_forced_logits)
+  observe_sites(fault_active(fault_observe_forced_logits)
                     ? routed.reshape({s, b, E}).to(logits.scalar_type())
                     : logits,
                 valid);
@@ -128,10 +138,9 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
   // The valid tokens' weights for every router statistic: the aux loss, the
   // z-loss and the expert load. Fault router-stats-include-padding
   // (NVIDIA/Megatron-LM #1984): every token counts.
-  const at::Tensor weight =
-      valid.defined() && !fault_active(CodePathFault::router_stats_include_padding)
-          ? valid.to(dtype)
-          : at::ones({T}, scores.options());
+  const at::Tensor weight = valid.defined() && !fault_active(fault_router_stats_include_padding)
+                                ? valid.to(dtype)
+                                : at::ones({T}, scores.options());
   if (rt.training && is_observing_tensor(SourceKind::router_diagnostics))
     observe_diagnostics(rt, routed, map, valid, s, b);
   if (rt.training) {
@@ -150,7 +159,7 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
   // steps, are zeroed by begin_step). Fault expert-load-count-ungated
   // (NVIDIA-NeMo/Automodel PR 3247): a recomputation counts again.
   if ((m.expert_bias_rate > 0 || m.per_layer_logging) && rt.training &&
-      (!in_recomputation() || fault_active(CodePathFault::expert_load_count_ungated))) {
+      (!in_recomputation() || fault_active(fault_expert_load_count_ungated))) {
     at::NoGradGuard no_grad;
     tokens_per_expert_ += (map.to(at::kDouble) * weight.to(at::kDouble).unsqueeze(1)).sum(0);
   }
@@ -164,10 +173,10 @@ void TopKRouter::track_losses(const at::Tensor& aux, const at::Tensor& z) const 
   if (!config_->moe.per_layer_logging || (!aux.defined() && !z.defined())) return;
   // Fault aux-loss-tracked-on-recompute (NVIDIA/Megatron-LM #1330, #1478): the
   // recomputation of a checkpointed router records its losses again.
-  if (in_recomputation() && !fault_active(CodePathFault::aux_loss_tracked_on_recompute)) return;
+  if (in_recomputation() && !fault_active(fault_aux_loss_tracked_on_recompute)) return;
   // Fault aux-loss-tracker-host-side (NVIDIA/Megatron-LM PR 7518): the
   // accumulation is host code, which a graph replay does not run.
-  if (fault_active(CodePathFault::aux_loss_tracker_host_side) &&
+  if (fault_active(fault_aux_loss_tracker_host_side) &&
       current_execution_point().phase == GraphPhase::replay)
     return;
   at::NoGradGuard no_grad;
@@ -205,7 +214,7 @@ void TopKRouter::observe_sites(const at::Tensor& logits, const at::Tensor& valid
   const OptionalDim tp_dim = config_->sequence_parallel ? OptionalDim(0) : std::nullopt;
   OptionalDim batch_dim = 1;
   // Fault padding-included: the padding rows stay in what is observed.
-  if (valid.defined() && !fault_active(CodePathFault::padding_included)) {
+  if (valid.defined() && !fault_active(fault_padding_included)) {
     observed =
         observed.reshape({-1, observed.size(-1)}).index_select(0, valid.nonzero().squeeze(1));
     batch_dim = 0;
@@ -229,7 +238,7 @@ void TopKRouter::observe_diagnostics(const ModelRuntime& rt, const at::Tensor& r
   const bool split =
       (config_->sequence_parallel && rt.parallel.tp_size() > 1) || rt.parallel.cp_size() > 1;
   // Fault diagnostics-under-cp: split sequences are summarized per rank.
-  if (split && !fault_active(CodePathFault::diagnostics_under_cp)) return;
+  if (split && !fault_active(fault_diagnostics_under_cp)) return;
   at::NoGradGuard no_grad;
   const MoeConfig& m = config_->moe;
   const at::Tensor scores = decision_distribution(m.score, routed.detach());
@@ -343,7 +352,7 @@ MoELayer::MoELayer(std::string name, const ModelConfig* config, ParameterFactory
     const std::int64_t global = first_expert_ + l;
     // Canonical names carry the GLOBAL expert index (contract.md section 2).
     // Fault expert-index-local: the EP rank's local index instead.
-    const std::int64_t named = fault_active(CodePathFault::expert_index_local) ? l : global;
+    const std::int64_t named = fault_active(fault_expert_index_local) ? l : global;
     const std::string base = name_ + ".experts.local_experts." + std::to_string(named);
     Expert e;
     e.fc1 = params.make(base + ".linear_fc1.weight", {swiglu ? 2 * ffn : ffn, c.hidden},
@@ -440,7 +449,7 @@ at::Tensor MoELayer::dispatch_over_ep(const ModelRuntime& rt, const at::Tensor& 
   // Fault expert-skip-empty-rank (NVIDIA/Megatron-LM PR 4851): a rank that
   // received no token skips its experts and sends back a fresh empty tensor,
   // cut off from what arrived: its backward never reaches the all-to-alls.
-  if (fault_active(CodePathFault::expert_skip_empty_rank) && arrived.output.size(0) == 0)
+  if (fault_active(fault_expert_skip_empty_rank) && arrived.output.size(0) == 0)
     computed = at::zeros({0, tokens.size(1)}, tokens.options().requires_grad(false));
   const at::Tensor back = all_to_all_expert_parallel(computed, arrived.recv_counts, ep).output;
   const at::Tensor w =

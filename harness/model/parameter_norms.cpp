@@ -8,6 +8,8 @@
 #include "harness/graphs/graph_scope.h"
 #include "harness/model/flat_shard_layout.h"
 
+PARITY_USES_FAULT(replica_marked_tp_sharded);
+
 namespace parity {
 
 ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout* layout) {
@@ -25,7 +27,7 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
     // Fault replica-marked-tp-sharded (ROCm/TransformerEngine PR 715): a
     // replicated parameter is taken for a TP shard, so every TP rank counts it.
     if (!expert && p.shard.replicated() && par.tp_rank() != 0 &&
-        !fault_active(CodePathFault::replica_marked_tp_sharded))
+        !fault_active(fault_replica_marked_tp_sharded))
       continue;
     at::Tensor t = of == NormOf::gradients ? p.value.grad() : p.value.detach();
     if (!t.defined()) continue;

@@ -7,6 +7,8 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/thread_context.h"
 
+PARITY_USES_FAULT(wgrad_hook_per_graph_task);
+
 namespace parity {
 
 struct WeightGradientSites::Site : ObservationOwner {
@@ -36,7 +38,7 @@ struct WeightGradientSites::Site : ObservationOwner {
 };
 
 WeightGradientSites::WeightGradientSites(const std::vector<Parameter>& parameters) {
-  const bool each_firing = fault_active(CodePathFault::wgrad_hook_per_graph_task);
+  const bool each_firing = fault_active(fault_wgrad_hook_per_graph_task);
   for (const Parameter& p : parameters) {
     auto site = std::make_shared<Site>();
     site->name = p.name;

@@ -12,6 +12,9 @@
 #include <stdexcept>
 #include <utility>
 
+PARITY_USES_FAULT(contribution_with_autograd);
+PARITY_USES_FAULT(grad_mode_gating);
+
 namespace parity {
 namespace detail {
 
@@ -39,7 +42,7 @@ void notify_observer_slow(const ObservationOwner& owner, std::string_view name, 
   const ObservationState& state = observation_state;
   if (state.suspended) return;
   // Fault grad-mode-gating: the first Megatron revision's rule, observe only while grad mode is on.
-  if (fault_active(CodePathFault::grad_mode_gating) && !at::GradMode::is_enabled()) return;
+  if (fault_active(fault_grad_mode_gating) && !at::GradMode::is_enabled()) return;
   const ActiveObserver* active = state.active;
   if (active == nullptr || !active->kinds.contains(kind)) return;
   (*active->callback)(owner, name, kind, tensor, tp_shard_dim, sequence_dim, batch_dim);
@@ -120,8 +123,7 @@ void observe_layer_residuals(const ObservationOwner& layer, const at::Tensor& ac
       at::NoGradGuard no_grad;
       contribution = output.detach() - accumulator.detach();
     }
-    if (fault_active(CodePathFault::contribution_with_autograd))
-      contribution = output - accumulator;
+    if (fault_active(fault_contribution_with_autograd)) contribution = output - accumulator;
     detail::notify_observer_slow(layer, "residual_contribution",
                                  SourceKind::residual_contribution, contribution, tp_shard_dim,
                                  kSequenceDim, kBatchDim);

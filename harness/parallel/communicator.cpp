@@ -11,6 +11,8 @@
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rank_status.h"
 
+PARITY_USES_FAULT(asymmetric_collective);
+
 namespace parity {
 
 namespace {
@@ -174,7 +176,7 @@ template <typename Transfer, typename Local>
 at::Tensor Communicator::run(CollectiveCall call, Transfer&& transfer, Local&& local) {
   // Fault asymmetric-collective: the group's last rank issues a barrier its peers do not
   // (recorded only, no data moves: the request sequences differ without a hang).
-  if (fault_active(CodePathFault::asymmetric_collective) && size() > 1 && rank_ == size() - 1 &&
+  if (fault_active(fault_asymmetric_collective) && size() > 1 && rank_ == size() - 1 &&
       sequence_ == 0) {
     CollectiveCall extra = make_call(CollectiveOp::barrier, axis_, at::Tensor(), ReduceOp::sum, 0);
     record(extra);

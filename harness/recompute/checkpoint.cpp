@@ -12,6 +12,11 @@
 #include "harness/observation/tensor_observation.h"
 #include "harness/observation/thread_context.h"
 
+PARITY_USES_FAULT(grad_mode_gating);
+PARITY_USES_FAULT(missing_recompute_suspension);
+PARITY_USES_FAULT(observe_recompute_not_forward);
+PARITY_USES_FAULT(recompute_rng_not_restored);
+
 namespace parity {
 namespace {
 
@@ -43,7 +48,7 @@ class RngRestoreScope {
     backward_state_ = rng_->snapshot();
     // Fault recompute-rng-not-restored (allenai/OLMo-core PR 828): the
     // recomputation draws new masks from the backward-time state.
-    if (!fault_active(CodePathFault::recompute_rng_not_restored)) rng_->restore(snapshot);
+    if (!fault_active(fault_recompute_rng_not_restored)) rng_->restore(snapshot);
   }
   ~RngRestoreScope() {
     if (rng_ != nullptr) rng_->restore(backward_state_);
@@ -62,11 +67,11 @@ struct RecomputeObservationScope {
   std::optional<TensorObservationSuspension> quiet;
   RecomputeObservationScope() {
     // Fault missing-recompute-suspension: no suspension, sites observed twice.
-    if (fault_active(CodePathFault::missing_recompute_suspension)) return;
+    if (fault_active(fault_missing_recompute_suspension)) return;
     // Fault observe-recompute-not-forward: the recomputation is the observed execution.
-    if (fault_active(CodePathFault::observe_recompute_not_forward)) return;
+    if (fault_active(fault_observe_recompute_not_forward)) return;
     // Fault grad-mode-gating: no suspension; only the observer's grad-mode gate remains.
-    if (fault_active(CodePathFault::grad_mode_gating)) return;
+    if (fault_active(fault_grad_mode_gating)) return;
     quiet.emplace();
   }
 };
@@ -77,7 +82,7 @@ struct ForwardObservationScope {
   std::optional<TensorObservationSuspension> quiet;
   ForwardObservationScope() {
     // Fault observe-recompute-not-forward: the forward is suspended instead of the recompute.
-    if (fault_active(CodePathFault::observe_recompute_not_forward)) quiet.emplace();
+    if (fault_active(fault_observe_recompute_not_forward)) quiet.emplace();
   }
 };
 

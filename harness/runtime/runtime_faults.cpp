@@ -26,7 +26,7 @@ struct Registry {
          "rank R throws std::runtime_error(\"injected fault: throw-rank=R\") at its "
          "fault point",
          FaultArgument::rank});
-    // The code-path faults: one table (code_path_faults.cpp).
+    // The code-path faults: one list (code_path_faults.def).
     for (const CodePathFaultInfo& f : code_path_faults())
       add({std::string(f.name), std::string(f.doc), FaultArgument::none});
   }

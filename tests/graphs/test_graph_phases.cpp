@@ -18,6 +18,9 @@
 #include "tests/graphs/graph_drive.h"
 #include "tests/support/model_configs.h"
 
+PARITY_USES_FAULT(notify_on_replay);
+PARITY_USES_FAULT(warmup_counted_as_step);
+
 namespace parity {
 namespace {
 
@@ -294,7 +297,7 @@ TEST(GraphPhasesFaults, NotifyOnReplayDeliversReplayNotifications) {
     ModelConfig c = graph_config();
     c.graphs = mode;
     EXPECT_EQ(count_notes(drive(c, 4, 1), GraphPhase::replay, false, false), 0);
-    CodePathFaultScope fault(CodePathFault::notify_on_replay);
+    CodePathFaultScope fault(fault_notify_on_replay);
     const GraphRun bad = drive(c, 4, 1);
     EXPECT_GT(count_notes(bad, GraphPhase::replay, true, true), 0);
   }
@@ -308,7 +311,7 @@ TEST(GraphPhasesFaults, WarmupCountedAsStepLabelsWarmupWithTheStep) {
   const GraphRun good = drive(c, 2, 1);
   EXPECT_GT(count_notes(good, GraphPhase::warmup, true, false), 0);
   EXPECT_EQ(count_notes(good, GraphPhase::warmup, false, true), 0);
-  CodePathFaultScope fault(CodePathFault::warmup_counted_as_step);
+  CodePathFaultScope fault(fault_warmup_counted_as_step);
   const GraphRun bad = drive(c, 2, 1);
   EXPECT_EQ(count_notes(bad, GraphPhase::warmup, false, true),
             count_notes(good, GraphPhase::warmup, false, false));

@@ -21,6 +21,9 @@
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/process_groups.h"
 
+PARITY_USES_FAULT(prepare_aliases_buffer);
+PARITY_USES_FAULT(sp_residual_mislabel);
+
 namespace parity {
 namespace {
 
@@ -140,7 +143,7 @@ TEST(Placements, SpResidualMislabelFaultLabelsSpResidualsReplica) {
                                                "tp=Shard(0), cp=Replica, dp=Replica",
                                                "tp=Shard(2), cp=Replica, dp=Replica"}));
   {
-    CodePathFaultScope fault(CodePathFault::sp_residual_mislabel);
+    CodePathFaultScope fault(fault_sp_residual_mislabel);
     observe_all(faulty);
   }
   EXPECT_EQ(faulty, (std::vector<std::string>{"tp=Replica, cp=Replica, dp=Replica",
@@ -323,7 +326,7 @@ TEST(MetricPrepare, PrepareAliasesBufferFaultIsRejectedByTheCollector) {
               {0, 0, GraphPhase::eager});
   };
   EXPECT_NO_THROW(observe(x));
-  CodePathFaultScope fault(CodePathFault::prepare_aliases_buffer);
+  CodePathFaultScope fault(fault_prepare_aliases_buffer);
   auto max = make_logical_metric(LogicalStatistic::max, "max",
                                  KindSet{SourceKind::residual_accumulator}, LabelScope::layer);
   MetricInput in{{"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator},

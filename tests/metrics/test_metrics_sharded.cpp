@@ -22,6 +22,12 @@
 #include "harness/metrics/logical_metrics.h"
 #include "tests/support/rank_threads.h"
 
+PARITY_USES_FAULT(cp_population_dropped);
+PARITY_USES_FAULT(dp_population_dropped);
+PARITY_USES_FAULT(mean_of_means);
+PARITY_USES_FAULT(replica_overcount);
+PARITY_USES_FAULT(sqrt_before_sum);
+
 namespace parity {
 namespace {
 
@@ -382,12 +388,12 @@ std::vector<FaultCase> fault_cases() {
   const Case sharded{"ResidualSpTpShard0", {7, 5, 6}, shard(0), shard(0), shard(1), 2};
   const Case vocab{"LogitsTpShardLast", {7, 5, 6}, shard(2), shard(0), shard(1), 2};
   return {
-      {CodePathFault::replica_overcount, replicated, {"l2"}, {"max", "min", "mean", "rms"}},
-      {CodePathFault::sqrt_before_sum, sharded, {"l2", "rms"}, {"max", "mean", "mean-row-l2"}},
-      {CodePathFault::sqrt_before_sum, vocab, {"l2", "rms", "mean-row-l2"}, {"max", "mean"}},
-      {CodePathFault::mean_of_means, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
-      {CodePathFault::cp_population_dropped, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
-      {CodePathFault::dp_population_dropped, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
+      {fault_replica_overcount, replicated, {"l2"}, {"max", "min", "mean", "rms"}},
+      {fault_sqrt_before_sum, sharded, {"l2", "rms"}, {"max", "mean", "mean-row-l2"}},
+      {fault_sqrt_before_sum, vocab, {"l2", "rms", "mean-row-l2"}, {"max", "mean"}},
+      {fault_mean_of_means, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
+      {fault_cp_population_dropped, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
+      {fault_dp_population_dropped, sharded, {"mean", "rms", "mean-row-l2"}, {"l2", "max"}},
   };
 }
 

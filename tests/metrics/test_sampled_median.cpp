@@ -27,6 +27,8 @@
 #include "harness/parallel/process_groups.h"
 #include "tests/support/rank_threads.h"
 
+PARITY_USES_FAULT(median_unpadded_gather);
+
 namespace parity {
 namespace {
 
@@ -383,7 +385,7 @@ TEST(SampledMedianFaults, UnpaddedGatherIssuesDifferentShapesOnUnevenShards) {
   uneven.tp_split = {5, 1};
   uneven.cp_split = {6, 3};
   uneven.dp_split = {3, 2};
-  const ShardedRun run = run_sharded(uneven, 3, CodePathFault::median_unpadded_gather);
+  const ShardedRun run = run_sharded(uneven, 3, fault_median_unpadded_gather);
   int mismatches = 0;
   for (const testing::RankOutcome& o : run.threads.outcomes)
     if (o.error_kind == "CollectiveMismatch") ++mismatches;
@@ -398,7 +400,7 @@ TEST(SampledMedianFaults, UnpaddedGatherIsHarmlessOnEvenShards) {
   even.tp_split = {3, 3};
   even.cp_split = {4, 4};
   even.dp_split = {2, 2};
-  const ShardedRun run = run_sharded(even, 3, CodePathFault::median_unpadded_gather);
+  const ShardedRun run = run_sharded(even, 3, fault_median_unpadded_gather);
   ASSERT_EQ(run.threads.report(), "");
   const auto single = on_one_rank(median(3), {full_tensor(even, 0), full_tensor(even, 1)});
   for (const RankRun& r : run.ranks) EXPECT_EQ(r.values, single);

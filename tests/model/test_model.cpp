@@ -13,6 +13,8 @@
 #include "tests/backend/gradcheck.h"
 #include "tests/support/model_configs.h"
 
+PARITY_USES_FAULT(wrong_gather_precedence);
+
 namespace parity {
 namespace {
 
@@ -160,7 +162,7 @@ TEST(GatherOutput, RuntimeFlagWinsOverConstructorFlag) {
 // The code-path fault wrong-gather-precedence labels by the constructor flag.
 TEST(GatherOutput, WrongGatherPrecedenceFaultLabelsByTheConstructorFlag) {
   const std::optional<std::int64_t> vocab_sharded = -1;
-  CodePathFaultScope fault(CodePathFault::wrong_gather_precedence);
+  CodePathFaultScope fault(fault_wrong_gather_precedence);
   EXPECT_EQ(logits_tp_shard_dim(false, true), vocab_sharded);
   EXPECT_FALSE(logits_tp_shard_dim(true, false).has_value());
   EXPECT_EQ(logits_tp_shard_dim(false, std::nullopt), vocab_sharded);  // no runtime value: same

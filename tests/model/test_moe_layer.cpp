@@ -18,6 +18,12 @@
 #include "tests/backend/gradcheck.h"
 #include "tests/support/model_configs.h"
 
+PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
+PARITY_USES_FAULT(aux_loss_tracker_host_side);
+PARITY_USES_FAULT(expert_load_count_ungated);
+PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(padding_included);
+
 namespace parity {
 namespace {
 
@@ -243,7 +249,7 @@ TEST(TopKRouter, TrackerRecordsEachForwardOnceAndNeverARecomputation) {
   }
   EXPECT_TRUE(at::equal(tracked(), once));
   {
-    CodePathFaultScope fault(CodePathFault::aux_loss_tracked_on_recompute);
+    CodePathFaultScope fault(fault_aux_loss_tracked_on_recompute);
     RecomputationScope recomputing;
     forward();
   }
@@ -255,7 +261,7 @@ TEST(TopKRouter, TrackerRecordsEachForwardOnceAndNeverARecomputation) {
     ExecutionPointScope replay(ExecutionPoint{1, 0, GraphPhase::replay});
     forward();  // a replay repeats the captured device add
     EXPECT_TRUE(at::equal(tracked(), once));
-    CodePathFaultScope fault(CodePathFault::aux_loss_tracker_host_side);
+    CodePathFaultScope fault(fault_aux_loss_tracker_host_side);
     forward();  // host code does not run on a replay
     EXPECT_TRUE(at::equal(tracked(), once));
   }
@@ -298,7 +304,7 @@ TEST(TopKRouter, ObservesTheRawLogitsWhenRoutingIsForced) {
   EXPECT_FALSE(at::equal(plain.forward(rt, x, all_positions(c.seq)).first,
                          forced.forward(rt, x, all_positions(c.seq)).first));
   // The fault observes the forced logits.
-  CodePathFaultScope fault(CodePathFault::observe_forced_logits);
+  CodePathFaultScope fault(fault_observe_forced_logits);
   const std::vector<Site> f = observe_forward(forced, rt, x, c.seq);
   EXPECT_FALSE(at::equal(f[0].tensor, b[0].tensor));
 }
@@ -334,7 +340,7 @@ TEST(TopKRouter, SitesAreNormalizedAndCompactedToValidTokens) {
     EXPECT_TRUE(at::allclose(seen[0].tensor, logits.narrow(0, 0, c.seq - 2).reshape({valid, 4})));
     EXPECT_TRUE(at::allclose(seen[1].tensor.sum(-1), at::ones({valid}, at::kDouble)));
     // Fault padding-included: every token is observed.
-    CodePathFaultScope fault(CodePathFault::padding_included);
+    CodePathFaultScope fault(fault_padding_included);
     EXPECT_EQ(observe_forward(layer, rt, x, c.seq)[0].tensor.numel(), c.seq * c.micro_batch * 4);
   }
 }
@@ -389,7 +395,7 @@ TEST(TopKRouter, ExpertBiasMovesTowardBalanceAfterAStep) {
   EXPECT_EQ(router.step_tokens_per_expert().sum().item<double>(), 0.0);
   {
     // Fault expert-load-count-ungated (Automodel PR 3247): it is.
-    CodePathFaultScope fault(CodePathFault::expert_load_count_ungated);
+    CodePathFaultScope fault(fault_expert_load_count_ungated);
     RecomputationScope recomputing;
     router.forward(rt, x, all_positions(c.seq));
   }

@@ -17,6 +17,8 @@
 #include "harness/model/multi_token_prediction.h"
 #include "tests/support/model_configs.h"
 
+PARITY_USES_FAULT(wgrad_hook_per_graph_task);
+
 namespace parity {
 namespace {
 
@@ -97,7 +99,7 @@ TEST(WeightGradientSites, AParameterNoGradientReachesIsDeliveredAsZeros) {
 // a partial gradient; a weight of one checkpoint (a decoder layer) fires once.
 TEST(WeightGradientSites, FaultNotifiesEveryHookFiringAsTheGradient) {
   auto backend = make_backend("reference");
-  CodePathFaultScope fault(CodePathFault::wgrad_hook_per_graph_task);
+  CodePathFaultScope fault(fault_wgrad_hook_per_graph_task);
   GPTModel model(wgrad_config(), *backend, ParallelContext::single());
   const auto seen = one_backward(model, true);
   const auto grad_of = [&](const std::string& name) {

@@ -9,6 +9,9 @@
 #include "harness/observation/thread_context.h"
 #include "harness/recompute/checkpoint.h"
 
+PARITY_USES_FAULT(mean_of_means);
+PARITY_USES_FAULT(sqrt_before_sum);
+
 namespace parity {
 namespace {
 
@@ -59,9 +62,8 @@ TEST_F(ScopeOrderDeathTest, ExecutionPointScopeEndedBeforeAPhaseScopeAborts) {
 
 TEST_F(ScopeOrderDeathTest, FaultScopeEndedBeforeAnInnerFaultScopeAborts) {
   EXPECT_DEATH(
-      end_outer_first(
-          [&] { return std::make_unique<CodePathFaultScope>(CodePathFault::mean_of_means); },
-          [&] { return std::make_unique<CodePathFaultScope>(CodePathFault::sqrt_before_sum); }),
+      end_outer_first([&] { return std::make_unique<CodePathFaultScope>(fault_mean_of_means); },
+                      [&] { return std::make_unique<CodePathFaultScope>(fault_sqrt_before_sum); }),
       "CodePathFaultScope destroyed out of order");
 }
 

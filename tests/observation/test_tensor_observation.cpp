@@ -14,6 +14,8 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/tensor_observation.h"
 
+PARITY_USES_FAULT(grad_mode_gating);
+
 namespace parity {
 namespace {
 
@@ -478,7 +480,7 @@ TEST(ObservationCallback, GradModeGatingFaultDropsNoGradNotifications) {
   const at::Tensor t = at::ones({2, 1, 2});
   auto c = capture_tensor_observations(rec.callback(), KindSet::all());
   {
-    CodePathFaultScope fault(CodePathFault::grad_mode_gating);
+    CodePathFaultScope fault(fault_grad_mode_gating);
     {
       at::NoGradGuard no_grad;
       observe_tensor(owner, "dropped", SourceKind::output_logits, t);

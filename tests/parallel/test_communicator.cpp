@@ -19,6 +19,8 @@
 #include "harness/parallel/rank_status.h"
 #include "harness/parallel/rendezvous.h"
 
+PARITY_USES_FAULT(asymmetric_collective);
+
 namespace parity {
 namespace {
 
@@ -333,7 +335,7 @@ TEST(Communicator, TransportFailuresAreRethrownWithTheCall) {
 TEST(Communicator, AsymmetricCollectiveFaultChangesOnlyTheLastRanksSequence) {
   auto issue = [](int rank, int size, bool fault) {
     std::optional<CodePathFaultScope> on;
-    if (fault) on.emplace(CodePathFault::asymmetric_collective);
+    if (fault) on.emplace(fault_asymmetric_collective);
     std::unique_ptr<CollectiveTransport> t;
     if (size > 1) t = std::make_unique<FakeTransport>(rank, size);
     std::vector<int> ranks;

@@ -8,6 +8,16 @@
 #include "scenarios/fault_shapes.h"
 #include "scenarios/generators.h"
 
+PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
+PARITY_USES_FAULT(aux_loss_tracker_host_side);
+PARITY_USES_FAULT(expert_load_count_ungated);
+PARITY_USES_FAULT(expert_skip_empty_rank);
+PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(recompute_rng_not_restored);
+PARITY_USES_FAULT(router_stats_include_padding);
+PARITY_USES_FAULT(sqrt_before_sum);
+PARITY_USES_FAULT(warmup_counted_as_step);
+
 namespace parity {
 namespace {
 
@@ -21,53 +31,44 @@ bool logs_a_loss(const RunConfig& c) {
 
 RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
   const RunConfig generated = *scenarios::gen_moe_scenario();
-  for (CodePathFault f :
-       {CodePathFault::recompute_rng_not_restored, CodePathFault::warmup_counted_as_step,
-        CodePathFault::observe_forced_logits, CodePathFault::expert_skip_empty_rank,
-        CodePathFault::aux_loss_tracked_on_recompute, CodePathFault::expert_load_count_ungated,
-        CodePathFault::aux_loss_tracker_host_side, CodePathFault::router_stats_include_padding}) {
+  for (CodePathFault f : {fault_recompute_rng_not_restored, fault_warmup_counted_as_step,
+                          fault_observe_forced_logits, fault_expert_skip_empty_rank,
+                          fault_aux_loss_tracked_on_recompute, fault_expert_load_count_ungated,
+                          fault_aux_loss_tracker_host_side, fault_router_stats_include_padding}) {
     RunConfig c = generated;
     if (!scenarios::shape_for_fault(c, f)) continue;
     RC_ASSERT(checks::validate_check_scenario(c).empty());
-    switch (f) {
-      case CodePathFault::recompute_rng_not_restored:
-        RC_ASSERT(c.dropout > 0);
-        RC_ASSERT(c.recompute.rfind("full-", 0) == 0);
-        break;
-      case CodePathFault::warmup_counted_as_step:
-        RC_ASSERT(c.graphs == GraphOption::per_layer);
-        RC_ASSERT(c.graph_warmup >= 1);
+    if (f == fault_recompute_rng_not_restored) {
+      RC_ASSERT(c.dropout > 0);
+      RC_ASSERT(c.recompute.rfind("full-", 0) == 0);
+    } else if (f == fault_warmup_counted_as_step) {
+      RC_ASSERT(c.graphs == GraphOption::per_layer);
+      RC_ASSERT(c.graph_warmup >= 1);
+      RC_ASSERT(c.steps >= 2);
+    } else if (f == fault_observe_forced_logits) {
+      RC_ASSERT(c.moe_force_routing != ForceRoutingOption::none);
+    } else if (f == fault_expert_skip_empty_rank) {
+      RC_ASSERT(c.ep == 2);
+      RC_ASSERT(c.moe_force_routing == ForceRoutingOption::biased);
+      RC_ASSERT(c.moe_topk <= c.moe_experts / 2);
+    } else if (f == fault_aux_loss_tracked_on_recompute) {
+      RC_ASSERT(logs_a_loss(c));
+      RC_ASSERT(checkpoints_router(c));
+    } else if (f == fault_expert_load_count_ungated) {
+      RC_ASSERT(c.moe_per_layer_logging);
+      RC_ASSERT(checkpoints_router(c));
+    } else if (f == fault_aux_loss_tracker_host_side) {
+      RC_ASSERT(logs_a_loss(c));
+      RC_ASSERT(c.graphs != GraphOption::none);
+      if (c.graphs == GraphOption::per_layer) {
+        RC_ASSERT(parse_graph_scope(c.graph_scope, nullptr)->captures_router());
         RC_ASSERT(c.steps >= 2);
-        break;
-      case CodePathFault::observe_forced_logits:
-        RC_ASSERT(c.moe_force_routing != ForceRoutingOption::none);
-        break;
-      case CodePathFault::expert_skip_empty_rank:
-        RC_ASSERT(c.ep == 2);
-        RC_ASSERT(c.moe_force_routing == ForceRoutingOption::biased);
-        RC_ASSERT(c.moe_topk <= c.moe_experts / 2);
-        break;
-      case CodePathFault::aux_loss_tracked_on_recompute:
-        RC_ASSERT(logs_a_loss(c));
-        RC_ASSERT(checkpoints_router(c));
-        break;
-      case CodePathFault::expert_load_count_ungated:
-        RC_ASSERT(c.moe_per_layer_logging);
-        RC_ASSERT(checkpoints_router(c));
-        break;
-      case CodePathFault::aux_loss_tracker_host_side:
-        RC_ASSERT(logs_a_loss(c));
-        RC_ASSERT(c.graphs != GraphOption::none);
-        if (c.graphs == GraphOption::per_layer) {
-          RC_ASSERT(parse_graph_scope(c.graph_scope, nullptr)->captures_router());
-          RC_ASSERT(c.steps >= 2);
-        } else {
-          RC_ASSERT(c.steps >= c.graph_warmup + 2);
-        }
-        break;
-      default:
-        RC_ASSERT(c.moe_per_layer_logging);
-        RC_ASSERT(c.padding_fraction > 0);
+      } else {
+        RC_ASSERT(c.steps >= c.graph_warmup + 2);
+      }
+    } else {
+      RC_ASSERT(c.moe_per_layer_logging);
+      RC_ASSERT(c.padding_fraction > 0);
     }
   }
 }
@@ -77,7 +78,7 @@ TEST(FaultShapes, OtherFaultsLeaveTheScenarioAlone) {
   RunConfig c;
   c.moe_experts = 4;
   const std::string before = to_json(c).dump();
-  EXPECT_TRUE(scenarios::shape_for_fault(c, CodePathFault::sqrt_before_sum));
+  EXPECT_TRUE(scenarios::shape_for_fault(c, fault_sqrt_before_sum));
   EXPECT_EQ(to_json(c).dump(), before);
 }
 
@@ -87,12 +88,12 @@ TEST(FaultShapes, DeclinesWhatCannotShowTheFault) {
   c.moe_experts = 4;
   c.dp = 1;
   c.cp = 1;
-  EXPECT_FALSE(scenarios::shape_for_fault(c, CodePathFault::expert_skip_empty_rank));
+  EXPECT_FALSE(scenarios::shape_for_fault(c, fault_expert_skip_empty_rank));
   RunConfig full;
   full.moe_experts = 4;
   full.recompute = "full-uniform";
   full.graphs = GraphOption::none;
-  EXPECT_FALSE(scenarios::shape_for_fault(full, CodePathFault::aux_loss_tracker_host_side));
+  EXPECT_FALSE(scenarios::shape_for_fault(full, fault_aux_loss_tracker_host_side));
 }
 
 }  // namespace

@@ -32,6 +32,8 @@
 #include "harness/observation/tensor_observation.h"
 #include "scenarios/quiet_listener.h"
 
+PARITY_USES_FAULT(grad_mode_gating);
+
 namespace parity {
 namespace {
 
@@ -584,7 +586,7 @@ std::string run_and_compare(const ThreadPrograms& p, bool inject_grad_mode_gatin
     for (std::size_t t = 0; t < n; ++t) {
       workers.emplace_back([&, t] {
         std::optional<CodePathFaultScope> fault;
-        if (inject_grad_mode_gating) fault.emplace(CodePathFault::grad_mode_gating);
+        if (inject_grad_mode_gating) fault.emplace(fault_grad_mode_gating);
         ++ready;
         while (ready.load() < n) std::this_thread::yield();  // overlap the programs
         actual[t] = real_trace(p.threads[t]);

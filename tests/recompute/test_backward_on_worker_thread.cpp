@@ -13,6 +13,8 @@
 #include "harness/observation/thread_context.h"
 #include "harness/recompute/checkpoint.h"
 
+PARITY_USES_FAULT(missing_recompute_suspension);
+
 namespace parity {
 namespace {
 
@@ -106,7 +108,7 @@ TEST(ThreadContext, OriginContextScopeIsANoOpOnTheCapturingThreadAndReinstallsEl
 TEST(ThreadContext, CarriesCodePathFaultsToTheWorker) {
   // missing-recompute-suspension switched on at the rank thread: the worker's
   // recomputation is observed too (the fault bit and the observer both travelled).
-  CodePathFaultScope fault(CodePathFault::missing_recompute_suspension);
+  CodePathFaultScope fault(fault_missing_recompute_suspension);
   const Outcome o = checkpoint_with_backward_on_worker(/*carry=*/true);
   EXPECT_EQ(o.observations, 2);
   ASSERT_EQ(o.log.size(), 2u);

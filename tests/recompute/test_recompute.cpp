@@ -21,6 +21,10 @@
 #include "tests/support/model_configs.h"
 #include "tests/support/rank_threads.h"
 
+PARITY_USES_FAULT(grad_mode_gating);
+PARITY_USES_FAULT(missing_recompute_suspension);
+PARITY_USES_FAULT(observe_recompute_not_forward);
+
 namespace parity {
 namespace {
 
@@ -242,7 +246,7 @@ int duplicated_sites(const RunResult& r) {
 TEST(RecomputeNegativeControl, MissingSuspensionObservesTheRecomputation) {
   bool registered = false;
   for (const FaultInfo& f : fault_registry()) {
-    registered |= f.name == info(CodePathFault::missing_recompute_suspension).name;
+    registered |= f.name == info(fault_missing_recompute_suspension).name;
   }
   EXPECT_TRUE(registered);
   for (const Variant& v : {variants()[1], variants()[5], variants()[6]}) {
@@ -251,7 +255,7 @@ TEST(RecomputeNegativeControl, MissingSuspensionObservesTheRecomputation) {
     EXPECT_EQ(duplicated_sites(run(cfg)), 0) << "fault off: every site once";
     RunResult bad;
     {
-      CodePathFaultScope fault(CodePathFault::missing_recompute_suspension);
+      CodePathFaultScope fault(fault_missing_recompute_suspension);
       bad = run(cfg);
     }
     const int duplicated = duplicated_sites(bad);
@@ -276,7 +280,7 @@ TEST(RecomputeNegativeControl, MissingSuspensionObservesTheRecomputation) {
     const RunResult plain = run(base_config(ModelDType::fp64, 0.1));
     expect_grads_match(bad.grads, plain.grads, cfg);
   }
-  EXPECT_FALSE(fault_active(CodePathFault::missing_recompute_suspension));
+  EXPECT_FALSE(fault_active(fault_missing_recompute_suspension));
 }
 
 // observe-recompute-not-forward and grad-mode-gating keep one observation per
@@ -285,7 +289,7 @@ TEST(RecomputeNegativeControl, MissingSuspensionObservesTheRecomputation) {
 // no recompute, and the checkpointed sites are seen with grad mode off.
 TEST(RecomputeNegativeControl, RecomputeObservedInsteadOfForwardMovesSitesToBackward) {
   const RunResult plain = run(base_config(ModelDType::fp64, 0.1));
-  for (CodePathFault f : {CodePathFault::observe_recompute_not_forward, CodePathFault::grad_mode_gating}) {
+  for (CodePathFault f : {fault_observe_recompute_not_forward, fault_grad_mode_gating}) {
     for (const Variant& v : {variants()[0], variants()[5], variants()[7]}) {
       SCOPED_TRACE(std::string(info(f).name) + " " + v.name);
       const ModelConfig cfg = with_variant(base_config(ModelDType::fp64, 0.1), v);
