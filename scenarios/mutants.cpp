@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <ostream>
+#include <unordered_map>
 
 #include <rapidcheck.h>
 
@@ -34,6 +35,7 @@ struct Row {
   std::string searched = "scenarios";  // or "sharded metric cases"
   nlohmann::json shrunk;               // the counterexample's non-default fields
   int cases = 0, rank_failures = 0;
+  int cases_to_catch = 0;  // the check that first FAILed; shrinking tried the rest
   double seconds_to_catch = 0, seconds = 0;
 };
 
@@ -62,26 +64,31 @@ void search(Row& row, const MutantsOptions& o, const rc::Gen<Case>& gen,
   rc::detail::TestMetadata metadata;
   metadata.id = "mutants/" + row.fault + "/" + row.searched;
   metadata.description = row.fault;
-  const auto result = rc::detail::checkProperty(
-      rc::detail::toProperty([&] {
-        Case c = *gen;
-        // Shrinking is bounded: past the budget a candidate counts as not
-        // failing, so the last failing one stays the counterexample.
-        if (failed_once && ++shrink_steps > o.shrink_steps) return;
-        ++row.cases;
-        const Verdict v = judge(c);
-        if (v.rank_failure) ++row.rank_failures;
-        if (v.by.empty()) return;
-        if (!failed_once) {
-          failed_once = true;
-          row.seconds_to_catch = row.seconds + since(start);
-        }
-        row.by = v.by;
-        row.reason = v.reason;
-        row.shrunk = compact_of(c);
-        RC_FAIL(v.reason);
-      }),
-      metadata, params, quiet);
+  auto property = [&] {
+    Case c = *gen;
+    // Shrinking is bounded: past the budget a candidate counts as not
+    // failing, so the last failing one stays the counterexample.
+    if (failed_once && ++shrink_steps > o.shrink_steps) return;
+    ++row.cases;
+    const Verdict v = judge(c);
+    if (v.rank_failure) ++row.rank_failures;
+    if (v.by.empty()) return;
+    if (!failed_once) {
+      failed_once = true;
+      row.seconds_to_catch = row.seconds + since(start);
+      row.cases_to_catch = row.cases;
+    }
+    row.by = v.by;
+    row.reason = v.reason;
+    row.shrunk = compact_of(c);
+    RC_FAIL(v.reason);
+  };
+  // The overload with a reproduce map: the others load rapidcheck's global
+  // configuration, which prints a seed of its own ("Using configuration:
+  // seed=...") beside o.seed, and lets RC_PARAMS's reproduce= replace the search.
+  const std::unordered_map<std::string, rc::detail::Reproduce> no_reproduce;
+  const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), metadata, params,
+                                                quiet, no_reproduce);
   row.caught = result.template is<rc::detail::FailureResult>();
   row.seconds += since(start);
 }
@@ -216,8 +223,14 @@ MutantsOutcome run_mutants(const MutantsOptions& o, std::ostream& out, std::ostr
   for (const CodePathFaultInfo* f : faults) {
     rows.push_back(hunt(*f, o));
     const Row& r = rows.back();
-    out << "  " << r.fault << ": " << (r.caught ? "caught" : "NOT caught") << " after "
-        << r.cases << " check(s), " << secs(r.seconds) << " s" << std::endl;
+    // The time the table shows: to the first FAIL when caught (shrinking follows).
+    if (r.caught)
+      out << "  " << r.fault << ": caught at check " << r.cases_to_catch << ", "
+          << secs(r.seconds_to_catch) << " s (then " << r.cases - r.cases_to_catch
+          << " shrink candidate(s))" << std::endl;
+    else
+      out << "  " << r.fault << ": NOT caught in " << r.cases << " check(s), " << secs(r.seconds)
+          << " s" << std::endl;
   }
   out << "\n";
   char line[512];

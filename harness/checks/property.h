@@ -58,6 +58,10 @@ class Property {
  public:
   virtual ~Property() = default;
   virtual std::string_view name() const = 0;
+  // One line each, for `parity list properties` and parity check's help: what
+  // it compares, and what a scenario needs for it to compare (else it SKIPs).
+  virtual std::string_view doc() const = 0;
+  virtual std::string_view needs() const = 0;
   // `rows` receives per-metric comparisons (sharded_reduction), may be null.
   virtual PropertyResult evaluate(const CheckRuns& runs,
                                   std::vector<MetricComparison>* rows) const = 0;

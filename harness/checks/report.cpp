@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include "harness/backend/version.h"
+
 namespace parity::checks {
 
 namespace {
@@ -98,6 +100,7 @@ nlohmann::ordered_json report_json(const CheckReport& r) {
   nlohmann::ordered_json j;
   j["schema"] = "parity-check-report";
   j["version"] = kReportSchemaVersion;
+  j["build"] = version_json();
   j["scenario_source"] = r.scenario_source;
   j["scenario"] = to_json(r.scenario);
   bool failed = false;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/base/nearest_names.h"
 #include "harness/checks/property.h"
 #include "harness/metrics/metric_names.h"
 
@@ -64,8 +65,9 @@ ScenarioMeta take_meta(const std::string& path, nlohmann::json& j) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
       for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw ScenarioError(path + ": \"expect\".\"" + name + "\": unknown property (known: " + list +
-                          ")");
+      const std::string nearest = did_you_mean(name, known);
+      throw ScenarioError(path + ": \"expect\".\"" + name + "\": unknown property" +
+                          (nearest.empty() ? "" : ": " + nearest) + " (known: " + list + ")");
     }
     const std::string v = value.is_string() ? value.get<std::string>() : "";
     if (v != "PASS" && v != "FAIL" && v != "SKIP")

@@ -4,20 +4,31 @@
 
 #include <ostream>
 
+#include "harness/checks/property.h"
 #include "harness/cli/commands.h"
 
 namespace parity::cli {
+
+namespace {
+
+// check's blurb names every registered property (the registry, not a copy of it).
+std::string check_help() {
+  std::string names;
+  for (const checks::Property* p : checks::registered_properties())
+    names += (names.empty() ? "" : ", ") + std::string(p->name());
+  return "the main job: run a scenario (the embedded default, or SCENARIO.json; flags override "
+         "its values) against its single-rank, no-recompute and eager references and evaluate "
+         "the properties (" +
+         names + "; parity list properties says what each needs)";
+}
+
+}  // namespace
 
 const std::vector<CommandInfo>& command_table() {
   // Only commands that exist are listed (a placeholder would be a stub that
   // --help advertises).
   static const std::vector<CommandInfo> c = {
-      {"check",
-       "the main job: run a scenario (the embedded default, or SCENARIO.json; flags override its "
-       "values) against its single-rank, no-recompute and eager references and evaluate the "
-       "properties (exactly_once, recompute_invariance, sharded_reduction, graph_replay, "
-       "determinism, collective_symmetry)",
-       &run_check_command},
+      {"check", check_help(), &run_check_command},
       {"selfcheck",
        "the runtime self-check: every collective on every group (also: check --self-check)",
        &run_selfcheck_command},
@@ -45,6 +56,11 @@ const std::vector<CommandInfo>& command_table() {
        "--shard K/N, --merge DIR..., summary.json, results.csv, --junit, failures/ for parity "
        "repro (docs/sweep.md)",
        &run_sweep_command},
+      {"list",
+       "list what parity knows, one row each with a one-line doc and what it needs: faults "
+       "(--inject, mutants --fault), properties, metrics (--metrics), scenarios (files for "
+       "parity check), options (every run option: type, default, rule)",
+       &run_list_command},
   };
   return c;
 }

@@ -1,7 +1,6 @@
 #pragma once
 // The `parity` command line: subcommands check, selfcheck, run, repro, mutants, diff,
-// sweep; the
-// run options of issue 2 and the model options of issue 3, mapped into a
+// sweep, list; the run options (RunConfig's field table), mapped into a
 // RunConfig and validated by validate_run_config. The hidden subcommands
 // `__rank-worker` and `__agent-store` are handled by main() before this.
 #include <cstdint>
@@ -33,6 +32,12 @@ struct DiffOptions {
   std::vector<std::string> kinds;  // --kinds: compare only these kinds (empty = all)
 };
 
+// `parity list WHAT [--json]`: faults, properties, metrics, scenarios or options.
+struct ListOptions {
+  std::string what;
+  bool json = false;
+};
+
 struct ParsedCommand {
   std::string command;              // "check", "run", ... ("" for --help alone)
   RunConfig config;
@@ -51,6 +56,7 @@ struct ParsedCommand {
   nlohmann::json baseline_report;
   MutantsOptions mutants;  // mutants: its options
   DiffOptions diff;        // diff: its options
+  ListOptions list;        // list: what to list
   sweep::SweepOptions sweep;  // sweep: its options (harness/sweep/sweep_options.h)
 };
 

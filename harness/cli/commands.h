@@ -32,6 +32,10 @@ int run_selfcheck_command(const CommandContext& ctx);  // selfcheck, check --sel
 int run_mutants_command(const CommandContext& ctx);    // mutants
 int run_diff_command(const CommandContext& ctx);       // diff A B
 int run_sweep_command(const CommandContext& ctx);      // sweep MATRIX | --merge DIR...
+int run_list_command(const CommandContext& ctx);       // list WHAT
+
+// What `parity list` lists: faults, properties, metrics, scenarios, options.
+const std::vector<std::string>& list_kinds();
 
 // run and selfcheck: launches `program` on the configured ranks. Returns -1 and
 // fills `result` when it launched; else prints why and returns the exit code.

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "harness/backend/version.h"
 #include "harness/base/files.h"
 #include "harness/cli/commands.h"
 #include "harness/runtime/failure_report.h"
@@ -44,6 +45,7 @@ int write_launch_report(const CommandContext& ctx, const LaunchResult& result, i
   const RunConfig& config = ctx.parsed.config;
   nlohmann::json report;
   report["command"] = ctx.parsed.command;
+  report["build"] = version_json();
   report["exit_code"] = code;
   report["config"] = to_json(config);
   nlohmann::json launched = result.to_json();

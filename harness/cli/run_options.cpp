@@ -1,5 +1,7 @@
 #include "harness/cli/run_options.h"
 
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 
 #include "harness/config/run_config_fields.h"
@@ -34,7 +36,8 @@ bool is_choice(const RunConfigField& f, const std::string& text) {
 
 }  // namespace
 
-void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& shown) {
+void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& shown,
+                     const std::vector<std::string_view>& only) {
   const std::vector<RunConfigField>& fields = run_config_fields();
   values.texts.assign(fields.size(), "");
   values.lists.assign(fields.size(), {});
@@ -42,6 +45,10 @@ void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& sh
   values.options.clear();
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const RunConfigField& f = fields[i];
+    if (!only.empty() && std::find(only.begin(), only.end(), f.key) == only.end()) {
+      values.options.push_back(nullptr);
+      continue;
+    }
     const std::string key(f.key);
     const nlohmann::json value = f.get(shown);
     CLI::Option* o = nullptr;
@@ -49,8 +56,7 @@ void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& sh
     switch (f.type) {
       case FieldType::flag:
         values.flags[i] = value.get<bool>();
-        o = app->add_flag("--" + key + ",!--no-" + key, values.flags[i],
-                          help + " (--no-" + key + ": off)");
+        o = app->add_flag("--" + key + ",!--no-" + key, values.flags[i], help);
         o->default_str(value.get<bool>() ? "on" : "off");
         break;
       case FieldType::text_list:
@@ -66,6 +72,7 @@ void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& sh
         o->default_str(field_value_text(value));
         break;
     }
+    if (f.type != FieldType::flag) o->type_name(help_type_name(f));
     o->group(std::string(f.group));
     values.options.push_back(o);
   }
@@ -76,7 +83,7 @@ nlohmann::json given_run_options(const RunOptionValues& values,
   const std::vector<RunConfigField>& fields = run_config_fields();
   nlohmann::json given = nlohmann::json::object();
   for (std::size_t i = 0; i < fields.size() && i < values.options.size(); ++i) {
-    if (values.options[i]->count() == 0) continue;
+    if (values.options[i] == nullptr || values.options[i]->count() == 0) continue;
     const RunConfigField& f = fields[i];
     const std::string key(f.key);
     if (f.type == FieldType::flag) {

@@ -5,6 +5,7 @@
 // the table, so a bad value is a ConfigViolation naming the flag.
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,8 +28,11 @@ struct RunOptionValues {
   std::vector<CLI::Option*> options;
 };
 
-// Adds every field's flag; `shown` supplies the defaults the help prints.
-void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& shown);
+// Adds every field's flag (or only the keys in `only`, when not empty; the
+// others keep a null entry in values.options); `shown` supplies the defaults
+// the help prints.
+void add_run_options(CLI::App* app, RunOptionValues& values, const RunConfig& shown,
+                     const std::vector<std::string_view>& only = {});
 
 // The options given on the command line, as RunConfig JSON (key -> value). A
 // value that is not of its field's type is left out and reported in `violations`.

@@ -227,11 +227,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
   RunConfig c;
   for (const auto& [key, v] : j.items()) {
     const RunConfigField* f = find_run_config_field(key);
-    if (!f) {
-      std::string known;
-      for (const std::string& k : run_config_keys()) known += (known.empty() ? "" : ", ") + k;
-      throw ConfigParseError("unknown key \"" + key + "\" (known: " + known + ")");
-    }
+    if (!f) throw ConfigParseError(unknown_run_config_key(key));
     f->set(c, v);
   }
   return c;

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/base/nearest_names.h"
+
 namespace parity {
 namespace {
 
@@ -26,6 +28,11 @@ RunConfigField make(std::string_view key, FieldType type, std::string_view group
   f.group = group;
   f.help = help;
   f.range = range;
+  return f;
+}
+
+RunConfigField named(RunConfigField f, std::string_view value_name) {
+  f.value_name = value_name;
   return f;
 }
 
@@ -145,20 +152,23 @@ std::vector<RunConfigField> make_fields() {
                      "how ranks run: threads (one process), processes (one per rank), env "
                      "(torchrun/Slurm: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)",
                      known_launch_modes, parse_launch_mode));
-  f.push_back(text("backend", &RunConfig::backend, kRuntime,
-                   "the backend that runs the model and its collectives (a registered name; "
-                   "reference: LibTorch on CPU)"));
+  f.push_back(named(text("backend", &RunConfig::backend, kRuntime,
+                         "the backend that runs the model and its collectives (a registered name; "
+                         "reference: LibTorch on CPU)"),
+                    "NAME"));
   f.push_back(seed_field());
   f.push_back(
       real("timeout", &RunConfig::timeout, kRuntime,
            "seconds without progress before a rank counts as hung; also the Gloo and "
            "store timeout",
            NumericRange{0, true, 24 * 3600.0, false, "must be > 0 and at most 86400 seconds"}));
-  f.push_back(text("report", &RunConfig::report, kRuntime,
-                   "write a JSON report to FILE (atomically; its folder must exist)"));
-  f.push_back(list("inject", &RunConfig::inject, kRuntime,
-                   "inject a fault, repeatable (parity --help lists them)", false,
-                   "an array of strings"));
+  f.push_back(named(text("report", &RunConfig::report, kRuntime,
+                         "write a JSON report to FILE (atomically; its folder must exist)"),
+                    "FILE"));
+  f.push_back(named(list("inject", &RunConfig::inject, kRuntime,
+                         "inject a fault, repeatable (parity list faults lists them)", false,
+                         "an array of strings"),
+                    "FAULT"));
   f.push_back(
       flag("check-collectives", &RunConfig::check_collectives, kRuntime,
            "compare (op, dtype, shape, sequence) across each group before every collective"));
@@ -198,9 +208,11 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(flag("bias-linear", &RunConfig::bias_linear, kModel,
                    "biases on the QKV, projection, fc1 and fc2 linears (Megatron's "
                    "add_bias_linear)"));
-  f.push_back(text("recompute", &RunConfig::recompute, kModel,
-                   "none, full-uniform, full-block or selective:<modules> (core_attn, layernorm, "
-                   "mlp, moe; comma-separated)"));
+  f.push_back(
+      named(text("recompute", &RunConfig::recompute, kModel,
+                 "none, full-uniform, full-block or selective:<modules> (core_attn, layernorm, "
+                 "mlp, moe; comma-separated)"),
+            "SPEC"));
   f.push_back(integer("recompute-layers", &RunConfig::recompute_layers, kModel,
                       "full-uniform: layers per checkpointed chunk; full-block: the first N layers",
                       positive));
@@ -209,12 +221,14 @@ std::vector<RunConfigField> make_fields() {
                      parse_graph_mode));
   f.push_back(integer("graph-warmup", &RunConfig::graph_warmup, kModel,
                       "eager warmup runs before graph capture", at_least(0, "must be >= 0")));
-  f.push_back(text("graph-scope", &RunConfig::graph_scope, kModel,
-                   "per-layer graphs: the captured modules, comma-separated (attn, mlp, moe, "
-                   "moe_router, moe_preprocess; empty = the whole layer; Megatron's "
-                   "cuda_graph_scope)"));
-  f.push_back(text("trace", &RunConfig::trace, kModel,
-                   "write the observation trace as JSONL to FILE (its folder must exist)"));
+  f.push_back(named(text("graph-scope", &RunConfig::graph_scope, kModel,
+                         "per-layer graphs: the captured modules, comma-separated (attn, mlp, moe, "
+                         "moe_router, moe_preprocess; empty = the whole layer; Megatron's "
+                         "cuda_graph_scope)"),
+                    "MODULES"));
+  f.push_back(named(text("trace", &RunConfig::trace, kModel,
+                         "write the observation trace as JSONL to FILE (its folder must exist)"),
+                    "FILE"));
   f.push_back(
       flag("gather-output", &RunConfig::gather_output, kModel, "gather the logits over TP"));
   f.push_back(choice("runtime-gather-output", &RunConfig::runtime_gather_output, kModel,
@@ -249,8 +263,10 @@ std::vector<RunConfigField> make_fields() {
                      known_router_scores, parse_router_score));
   f.push_back(integer("moe-ffn-hidden", &RunConfig::moe_ffn_hidden, kModel,
                       "expert MLP hidden size (0 = ffn-hidden)", non_negative));
-  f.push_back(text("moe-layers", &RunConfig::moe_layers, kModel,
-                   "which layers are MoE: all, every:N (i % N == 0) or a comma list of indices"));
+  f.push_back(
+      named(text("moe-layers", &RunConfig::moe_layers, kModel,
+                 "which layers are MoE: all, every:N (i % N == 0) or a comma list of indices"),
+            "LAYERS"));
   f.push_back(real("moe-aux-loss", &RunConfig::moe_aux_loss, kModel,
                    "switch load-balancing loss coefficient (0 = none)", non_negative));
   f.push_back(flag("moe-seq-aux-loss", &RunConfig::moe_seq_aux_loss, kModel,
@@ -283,22 +299,29 @@ std::vector<RunConfigField> make_fields() {
                       "added (mod vocab) to every padding token's id (parity check's run (h): "
                       "what the router observes must not change)",
                       non_negative));
-  f.push_back(list("metrics", &RunConfig::metrics, kModel,
-                   "metrics to collect after every step, comma-separated (docs/metrics.md), e.g. "
-                   "layer-residual-contribution-l2,global-output-logits-l2",
-                   true, "an array of metric names"));
-  f.push_back(text("load-weights", &RunConfig::load_weights, kModel,
-                   "the weights from FILE (safetensors or a torch.save state dict with Megatron's "
-                   "key names; unsharded, or FILE.tp0, FILE.tp1, ... per TP rank) instead of the "
-                   "seeded init (docs/weights.md)"));
-  f.push_back(text("load-batch", &RunConfig::load_batch, kModel,
-                   "the inputs from FILE (safetensors: tokens and labels, int64 [global batch, "
-                   "seq]; reused by every step) instead of the seeded batch (docs/weights.md)"));
-  f.push_back(text("dump", &RunConfig::dump, kModel,
-                   "parity run: write weights, inputs, step 0's logits, per-token loss and "
-                   "gradients (safetensors, full), every rank's step 0 observations "
-                   "(safetensors, one file per rank) with manifest.json and the trace to DIR "
-                   "(replaced atomically; its parent must exist; docs/weights.md)"));
+  f.push_back(
+      named(list("metrics", &RunConfig::metrics, kModel,
+                 "metrics to collect after every step, comma-separated (docs/metrics.md), e.g. "
+                 "layer-residual-contribution-l2,global-output-logits-l2",
+                 true, "an array of metric names"),
+            "NAME,..."));
+  f.push_back(
+      named(text("load-weights", &RunConfig::load_weights, kModel,
+                 "the weights from FILE (safetensors or a torch.save state dict with Megatron's "
+                 "key names; unsharded, or FILE.tp0, FILE.tp1, ... per TP rank) instead of the "
+                 "seeded init (docs/weights.md)"),
+            "FILE"));
+  f.push_back(
+      named(text("load-batch", &RunConfig::load_batch, kModel,
+                 "the inputs from FILE (safetensors: tokens and labels, int64 [global batch, "
+                 "seq]; reused by every step) instead of the seeded batch (docs/weights.md)"),
+            "FILE"));
+  f.push_back(named(text("dump", &RunConfig::dump, kModel,
+                         "parity run: write weights, inputs, step 0's logits, per-token loss and "
+                         "gradients (safetensors, full), every rank's step 0 observations "
+                         "(safetensors, one file per rank) with manifest.json and the trace to DIR "
+                         "(replaced atomically; its parent must exist; docs/weights.md)"),
+                    "DIR"));
   return f;
 }
 
@@ -320,6 +343,37 @@ const RunConfigField* find_run_config_field(std::string_view key) {
   for (const RunConfigField& f : run_config_fields())
     if (f.key == key) return &f;
   return nullptr;
+}
+
+std::string help_type_name(const RunConfigField& field) {
+  switch (field.type) {
+    case FieldType::integer:
+      return "INT";
+    case FieldType::seed:
+      return "UINT";
+    case FieldType::real:
+      return "FLOAT";
+    case FieldType::flag:
+      return "";
+    case FieldType::choice: {
+      std::string names = field.choices();
+      for (std::size_t comma; (comma = names.find(", ")) != std::string::npos;)
+        names.erase(comma + 1, 1);
+      return "{" + names + "}";
+    }
+    case FieldType::text:
+    case FieldType::text_list:
+      return field.value_name.empty() ? "TEXT" : std::string(field.value_name);
+  }
+  return "TEXT";
+}
+
+std::string unknown_run_config_key(std::string_view key) {
+  std::vector<std::string> keys;
+  for (const RunConfigField& f : run_config_fields()) keys.emplace_back(f.key);
+  const std::string nearest = did_you_mean(key, keys);
+  return "unknown key \"" + std::string(key) + "\"" + (nearest.empty() ? "" : ": " + nearest) +
+         " (parity list options lists the " + std::to_string(keys.size()) + " keys)";
 }
 
 std::optional<nlohmann::json> field_value_from_text(const RunConfigField& field,

@@ -44,6 +44,7 @@ struct RunConfigField {
   std::optional<NumericRange> range;   // numbers only
   std::string (*choices)() = nullptr;  // choice: "a, b, c"
   bool comma_separated = false;        // text_list: "a,b" (else repeatable)
+  std::string_view value_name;         // text, text_list: what --help calls the value ("FILE")
   std::function<nlohmann::json(const RunConfig&)> get;
   // Throws ConfigParseError naming the key and value on a wrong type or spelling.
   std::function<void(RunConfig&, const nlohmann::json&)> set;
@@ -53,6 +54,13 @@ struct RunConfigField {
 const std::vector<RunConfigField>& run_config_fields();
 // nullptr when unknown.
 const RunConfigField* find_run_config_field(std::string_view key);
+// `unknown key "microbatchs": did you mean "microbatches"? (parity list options
+// lists the 64 keys)`: a typo is named with its nearest keys, not with all of them.
+std::string unknown_run_config_key(std::string_view key);
+
+// What --help shows after the flag: INT, UINT, FLOAT, {a,b,c} for a choice,
+// the field's value_name (or TEXT) for text; empty for a flag.
+std::string help_type_name(const RunConfigField& field);
 
 // A command-line value (text as typed; a list's items) as the field's JSON
 // value. nullopt with `rule` set when the text is not of the field's type

@@ -69,25 +69,6 @@ std::string run_key(const std::string& model_field) {
   return it == keys.end() ? model_field : it->second;
 }
 
-// What a model without a site for `kind` would need to have one.
-std::string what_provides(SourceKind kind) {
-  switch (kind) {
-    case SourceKind::router_diagnostics:
-      return "MoE layers (--moe-experts) whose router sees whole sequences: no sequence "
-             "parallelism with tp > 1 and cp = 1 (diagnostics normalize within a sequence; "
-             "megatron-reference 2.3)";
-    case SourceKind::router_logits:
-    case SourceKind::router_scores:
-      return "MoE layers (--moe-experts 4, docs/model.md \"MoE layer\")";
-    case SourceKind::mtp_logits:
-      return "multi-token prediction layers (--mtp-layers 1)";
-    case SourceKind::weight_gradient:
-      return "weight-gradient sites (--observe-wgrad)";
-    default:
-      return "an observation site of that kind";
-  }
-}
-
 std::string folder_of(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -197,7 +178,7 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
         all_observable = false;
         add("metrics", "metric " + spec.name + " reads " + std::string(to_string(spec.kind)) +
                            ", which the model has no observation site for: it needs " +
-                           what_provides(spec.kind));
+                           source_kind_needs(spec.kind));
       }
       if (all_observable && any_observed && c.graphs == GraphOption::full_iteration)
         add("metrics",

@@ -3,6 +3,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "harness/base/nearest_names.h"
 #include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/logical_metrics.h"
 #include "harness/metrics/router_metrics.h"
@@ -62,6 +63,33 @@ std::vector<MetricSpec> build() {
   return specs;
 }
 
+std::string statistic_doc(const std::string& s) {
+  static const std::pair<const char*, const char*> docs[] = {
+      {"l2", "L2 norm"},
+      {"max", "maximum"},
+      {"abs-max", "largest absolute value"},
+      {"min", "minimum"},
+      {"mean", "mean"},
+      {"rms", "root mean square"},
+      {"nan-count", "number of NaN elements"},
+      {"inf-count", "number of infinite elements"},
+      {"mean-row-l2", "mean over rows of each row's L2 norm"},
+      {"mean-column-l2", "mean over columns of each column's L2 norm"},
+      {"sampled-median", "median of a deterministic sample"},
+      {"entropy", "normalized entropy of the routing decision"},
+      {"router-health", "router health bundle (rollups over the layers)"},
+      {"router-seq-aux-decomposition", "per-sequence aux-loss decomposition"},
+      {"router-routing-balance", "routing balance per sequence and over the batch"},
+      {"router-expert-bias", "expert-bias statistics"},
+      {"wgrad-l2",
+       "L2 norm of every weight gradient after finalize_grads (what Megatron clips by)"},
+      {"param-l2", "L2 norm of the parameters after the update"},
+  };
+  for (const auto& [name, doc] : docs)
+    if (s == name) return doc;
+  return s;
+}
+
 std::string known_list() {
   std::string s;
   for (const auto& spec : known_metrics()) s += (s.empty() ? "" : ", ") + spec.name;
@@ -80,6 +108,51 @@ std::string trim(std::string_view s) {
 const std::vector<MetricSpec>& known_metrics() {
   static const std::vector<MetricSpec> specs = build();
   return specs;
+}
+
+std::string metric_doc(const MetricSpec& spec) {
+  const std::string where = spec.scope == LabelScope::global         ? "global"
+                            : spec.scope == LabelScope::layer_rollup ? "per layer, rolled up"
+                                                                     : "per layer and global";
+  if (spec.source == MetricSource::parameters)
+    return statistic_doc(spec.statistic) + " (" +
+           (spec.scope == LabelScope::global ? "the whole model" : "per decoder layer") + ")";
+  return statistic_doc(spec.statistic) + " of " + std::string(to_string(spec.kind)) + ", " + where;
+}
+
+std::string source_kind_needs(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::router_diagnostics:
+      return "MoE layers (--moe-experts) whose router sees whole sequences: no sequence "
+             "parallelism with tp > 1 and cp = 1 (diagnostics normalize within a sequence; "
+             "megatron-reference 2.3)";
+    case SourceKind::router_logits:
+    case SourceKind::router_scores:
+      return "MoE layers (--moe-experts 4, docs/model.md \"MoE layer\")";
+    case SourceKind::mtp_logits:
+      return "multi-token prediction layers (--mtp-layers 1)";
+    case SourceKind::weight_gradient:
+      return "weight-gradient sites (--observe-wgrad)";
+    default:
+      return "an observation site of that kind";
+  }
+}
+
+std::string metric_needs(const MetricSpec& spec) {
+  if (spec.source == MetricSource::parameters)
+    return "nothing: the driver computes it from the parameters";
+  switch (spec.kind) {
+    case SourceKind::residual_accumulator:
+    case SourceKind::residual_contribution:
+    case SourceKind::attention_context:
+      return "nothing: every layer observes " + std::string(to_string(spec.kind));
+    case SourceKind::mlp_output:
+      return "a dense layer (MoE layers observe the router instead)";
+    case SourceKind::output_logits:
+      return "nothing: every model observes output_logits";
+    default:
+      return source_kind_needs(spec.kind);
+  }
 }
 
 bool is_parameter_metric(std::string_view name) {
@@ -108,9 +181,12 @@ std::vector<MetricSpec> parse_metric_names(const std::vector<std::string>& names
     const MetricSpec* found = nullptr;
     for (const auto& spec : known_metrics())
       if (spec.name == name) found = &spec;
-    if (!found)
-      throw std::invalid_argument("--metrics: unknown metric '" + name +
-                                  "'; known metrics: " + known_list());
+    if (!found) {
+      const std::string nearest = did_you_mean(name, known_metric_names(), "'");
+      throw std::invalid_argument(
+          "--metrics: unknown metric '" + name + "'" + (nearest.empty() ? "" : ": " + nearest) +
+          " (parity list metrics lists the " + std::to_string(known_metrics().size()) + " known)");
+    }
     out.push_back(*found);
   }
   return out;

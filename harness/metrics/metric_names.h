@@ -30,6 +30,14 @@ struct MetricSpec {
 const std::vector<MetricSpec>& known_metrics();
 std::vector<std::string> known_metric_names();
 
+// One line each, for `parity list metrics`: what the metric computes ("L2 norm
+// of residual_contribution, per layer and global"), and what the model needs to
+// observe what it reads (validate_run_config rejects a metric without it).
+std::string metric_doc(const MetricSpec& spec);
+std::string metric_needs(const MetricSpec& spec);
+// What provides an observation site of `kind` that not every model has.
+std::string source_kind_needs(SourceKind kind);
+
 // Whether `name` is one of the optimizer's norms (MetricSource::parameters).
 bool is_parameter_metric(std::string_view name);
 

@@ -1,5 +1,6 @@
 #include "harness/runtime/runtime_faults.h"
 
+#include "harness/base/nearest_names.h"
 #include "harness/faults/code_path_faults.h"
 
 #include <algorithm>
@@ -77,6 +78,18 @@ std::string known_fault_names() {
   return out;
 }
 
+namespace {
+// `unknown fault "boom" (parity list faults lists the 36 known)`, with the
+// nearest names when `name` looks like a typo of them.
+std::string unknown_fault(const std::string& name) {
+  std::vector<std::string> names;
+  for (const FaultInfo& f : fault_registry()) names.push_back(f.name);
+  const std::string nearest = did_you_mean(name, names);
+  return "unknown fault \"" + name + "\"" + (nearest.empty() ? "" : ": " + nearest) +
+         " (parity list faults lists the " + std::to_string(names.size()) + " known)";
+}
+}  // namespace
+
 std::string_view to_string(RankFaultKind kind) {
   switch (kind) {
     case RankFaultKind::crash:
@@ -99,7 +112,7 @@ std::optional<FaultSpec> parse_fault_spec(std::string_view text, int world_size,
   std::optional<FaultInfo> info;
   for (FaultInfo& f : fault_registry())
     if (f.name == name) info = std::move(f);
-  if (!info) return fail("unknown fault \"" + name + "\" (known: " + known_fault_names() + ")");
+  if (!info) return fail(unknown_fault(name));
   FaultSpec spec{name, std::nullopt, std::string(text)};
   if (info->argument == FaultArgument::none) {
     if (eq != std::string_view::npos) return fail("fault " + name + " takes no argument");

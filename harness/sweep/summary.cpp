@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "harness/backend/version.h"
 #include "harness/config/run_config_fields.h"
 #include "harness/sweep/html_text.h"
 
@@ -62,6 +63,7 @@ ojson summary_json(const Matrix& matrix, const std::vector<ojson>& cases, double
   ojson s;
   s["schema"] = kSummarySchema;
   s["version"] = kSummarySchemaVersion;
+  s["build"] = version_json();
   s["matrix_digest"] = matrix.digest;
   s["matrix"] = matrix.source;
   s["axes"] = matrix.axes;

@@ -132,13 +132,6 @@ std::string search_property(const std::string& property, const SearchOptions& op
   return message.str();
 }
 
-void check_scenario_property(const std::string& property, int default_cases) {
-  SearchOptions options;
-  options.default_cases = default_cases;
-  const std::string failure = search_property(property, options);
-  if (!failure.empty()) FAIL() << failure;
-}
-
 // Per-test default case counts: the whole `property` label within 5 minutes on
 // 2 cores (docs/property-suite.md); RC_PARAMS=max_success=N runs deeper.
 constexpr int kCases = 40;

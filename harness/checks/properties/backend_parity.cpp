@@ -160,6 +160,11 @@ namespace {
 class BackendParity final : public Property {
  public:
   std::string_view name() const override { return "backend_parity"; }
+  std::string_view doc() const override {
+    return "the scenario on its backend equals the same scenario on the reference backend, within "
+           "the backend tolerance";
+  }
+  std::string_view needs() const override { return "--backend other than reference (e.g. cuda)"; }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     if (!runs.f) {
       PropertyResult p = make("backend_parity", "");

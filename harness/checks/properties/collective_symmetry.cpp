@@ -55,6 +55,12 @@ namespace {
 class CollectiveSymmetry final : public Property {
  public:
   std::string_view name() const override { return "collective_symmetry"; }
+  std::string_view doc() const override {
+    return "the ranks of every group issue the same collectives (count and fingerprint hash)";
+  }
+  std::string_view needs() const override {
+    return "a group of two or more ranks (--tp, --cp or --dp > 1)";
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     return check_collective_symmetry(runs.all);
   }

@@ -39,6 +39,10 @@ namespace {
 class Determinism final : public Property {
  public:
   std::string_view name() const override { return "determinism"; }
+  std::string_view doc() const override {
+    return "the scenario run twice gives byte-identical rank results";
+  }
+  std::string_view needs() const override { return "nothing: every run compares"; }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     return check_determinism(*runs.a, *runs.a2);
   }

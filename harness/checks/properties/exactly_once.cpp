@@ -206,6 +206,11 @@ namespace {
 class ExactlyOnce final : public Property {
  public:
   std::string_view name() const override { return "exactly_once"; }
+  std::string_view doc() const override {
+    return "every site observed as often as the graph phases say, in the reference's order and "
+           "grad mode; residual contributions without autograd";
+  }
+  std::string_view needs() const override { return "nothing: every run compares"; }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     return check_exactly_once({runs.a, runs.b, runs.c});
   }

@@ -119,6 +119,14 @@ namespace {
 class GraphReplay final : public Property {
  public:
   std::string_view name() const override { return "graph_replay"; }
+  std::string_view doc() const override {
+    return "replay steps observe nothing inside a captured graph and match the eager run outside "
+           "it";
+  }
+  std::string_view needs() const override {
+    return "--graphs per-layer with --steps >= 2, or full-iteration with --steps >= graph-warmup + "
+           "2";
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     // (d) keeps the scenario's recompute: replays bypass checkpoints, eager runs do not.
     return check_graph_replay(*runs.a, runs.d ? *runs.d : *runs.c);

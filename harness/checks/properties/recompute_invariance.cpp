@@ -84,6 +84,13 @@ namespace {
 class RecomputeInvariance final : public Property {
  public:
   std::string_view name() const override { return "recompute_invariance"; }
+  std::string_view doc() const override {
+    return "the scenario's observations, losses, metrics and gradients equal the same sharding "
+           "without recompute and graphs";
+  }
+  std::string_view needs() const override {
+    return "--recompute (and, under full-iteration graphs, --graph-warmup >= 1)";
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     return check_recompute_invariance(*runs.a, *runs.c);
   }

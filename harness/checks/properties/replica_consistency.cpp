@@ -65,6 +65,12 @@ namespace {
 class ReplicaConsistency final : public Property {
  public:
   std::string_view name() const override { return "replica_consistency"; }
+  std::string_view doc() const override {
+    return "every replica of a parameter's gradient is identical after finalize_grads";
+  }
+  std::string_view needs() const override {
+    return "a parameter held by two ranks (--tp, --cp or --dp > 1)";
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     return check_replica_consistency(runs.all);
   }

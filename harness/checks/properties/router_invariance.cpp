@@ -94,6 +94,13 @@ namespace {
 class RouterInvariance final : public Property {
  public:
   std::string_view name() const override { return "router_invariance"; }
+  std::string_view doc() const override {
+    return "what the first MoE router observes and logs ignores forced routing and the padding "
+           "tokens' content";
+  }
+  std::string_view needs() const override {
+    return "--moe-experts with --moe-force-routing or --padding-fraction > 0";
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     return check_router_invariance(*runs.a, runs.h);
   }

@@ -93,6 +93,10 @@ namespace {
 class ShardedGradients final : public Property {
  public:
   std::string_view name() const override { return "sharded_gradients"; }
+  std::string_view doc() const override {
+    return "each step's loss and each parameter's whole gradient norm equal the single-rank run's";
+  }
+  std::string_view needs() const override { return "a sharded run (--tp, --cp or --dp > 1)"; }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
     // (e) exists when dropout makes the sharded runs a different computation.
     return check_sharded_gradients(*runs.b, runs.e ? std::vector<const CheckRun*>{runs.e}

@@ -114,6 +114,13 @@ namespace {
 class ShardedReduction final : public Property {
  public:
   std::string_view name() const override { return "sharded_reduction"; }
+  std::string_view doc() const override {
+    return "every metric of the sharded runs equals the single-rank run's, and every rank holds "
+           "the same value";
+  }
+  std::string_view needs() const override {
+    return "--metrics (parity check collects every residual and logit metric when none is named)";
+  }
   PropertyResult evaluate(const CheckRuns& runs,
                           std::vector<MetricComparison>* rows) const override {
     // (e) exists when dropout makes the sharded runs a different computation.
