@@ -6,10 +6,11 @@
 namespace parity {
 namespace {
 
-// A rank in state `starting` (process start-up, group creation) is given this
-// much longer than the timeout before it counts as hung: the store's own
-// timeout (= the run timeout) fails a rendezvous that never completes first.
-constexpr double kStartupGraceSeconds = 10.0;
+// A rank in state `starting` (process start-up, the start-up barrier, group
+// creation) is given kStartupGraceSeconds (rank_body.h) longer than the
+// timeout before it counts as hung: ranks waiting at the barrier beat, group
+// creation fails by the Gloo timeout first, so only a rank that never began
+// gets that far.
 constexpr auto kPoll = std::chrono::milliseconds(20);
 
 std::string fixed1(double s) {

@@ -118,6 +118,35 @@ TEST(RankStatus, AHeartbeatRecordsProgressAndTheStepPoint) {
   EXPECT_EQ(describe(StepPoint{}), "");
 }
 
+// The launcher's start-up barrier: ranks that arrive apart all pass once the
+// last arrives (polling meanwhile); a rank that never arrives is named.
+TEST(Rendezvous, TheStartUpBarrierWaitsForLateRanksAndNamesMissingOnes) {
+  const std::shared_ptr<Rendezvous> rdv = Rendezvous::in_process(std::chrono::seconds(5));
+  std::atomic<int> polls{0};
+  std::string late_error;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    try {
+      rdv->wait_for_every_rank("started", 1, 2, std::chrono::seconds(60), {});
+    } catch (const std::exception& e) {
+      late_error = e.what();
+    }
+  });
+  rdv->wait_for_every_rank("started", 0, 2, std::chrono::seconds(60), [&] { ++polls; });
+  late.join();
+  EXPECT_EQ(late_error, "");
+  EXPECT_GT(polls.load(), 0);  // rank 0 waited for rank 1, polling
+
+  try {
+    rdv->wait_for_every_rank("again", 2, 4, std::chrono::milliseconds(100), {});
+    ADD_FAILURE() << "no rank arrived, yet the barrier passed";
+  } catch (const RendezvousError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "rank(s) 0, 1, 3 of 4 did not reach the rendezvous (in-process HashStore) within "
+              "100 ms");
+  }
+}
+
 // The seqlock's protocol, step by step: a stress test with a racing writer
 // passed whether or not the race happened to hit; these do not depend on it.
 TEST(RankStatus, AGraphCaptureMarksTheRankCapturingUntilItEnds) {
