@@ -27,6 +27,7 @@
 #include "harness/model/multi_token_prediction.h"
 #include "harness/model/parameter_norms.h"
 #include "harness/observation/execution_point.h"
+#include "harness/parallel/rank_status.h"
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
@@ -77,6 +78,7 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
   const at::Tensor positions = model.local_positions();
   double share = 0;
   for (std::int64_t m = 0; m < o.microbatches; ++m) {
+    step_heartbeat(StepPass::forward);
     const MicrobatchData data = microbatch_data(
         c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
     const at::Tensor logits =
@@ -144,6 +146,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     for (std::int64_t m = 0; m < o.microbatches; ++m) {
       // Keep the phase: under full-iteration graphs the runner set it around the body.
       ExecutionPointScope point(ExecutionPoint{step, m, current_execution_point().phase});
+      step_heartbeat(StepPass::forward);
       const at::Tensor& tokens = in[static_cast<std::size_t>(1 + 2 * m)];
       const at::Tensor& labels = in[static_cast<std::size_t>(2 + 2 * m)];
       const at::Tensor logits =
@@ -152,7 +155,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       const at::Tensor token_losses = model.token_losses(logits, labels);
       const at::Tensor loss = token_losses.sum() / batch_tokens;
       model.backward_starts();
+      step_heartbeat(StepPass::backward);
       loss.backward();
+      step_heartbeat(StepPass::backward);
       model.backward_finished();
       out.push_back(logits.detach());
       out.push_back(loss.detach());

@@ -11,6 +11,7 @@
 #include "harness/model/moe_layer.h"
 #include "harness/model/multi_token_prediction.h"  // the members mtp_layers_ hold
 #include "harness/model/weight_gradient_sites.h"
+#include "harness/parallel/rank_status.h"
 #include "harness/recompute/checkpoint.h"
 
 PARITY_USES_FAULT(sp_grad_not_reduced);
@@ -490,8 +491,13 @@ at::Tensor GPTModel::run_layers(std::int64_t begin, std::int64_t end, const at::
                                 const at::Tensor& positions) {
   at::Tensor x = h;
   for (std::int64_t i = begin; i < end; ++i) {
+    // The step loop's heartbeat (rank_status.h): each layer's forward, and its
+    // backward when the gradient of its output arrives, is progress.
+    step_heartbeat(StepPass::forward, i);
     at::Tensor accumulator = x;
     x = run_layer(i, x, positions);
+    if (x.requires_grad())
+      x.register_hook([i](const at::Tensor&) { step_heartbeat(StepPass::backward, i); });
     // Eager, outside any graphed layer: with per-layer graphs the contribution is
     // rebuilt here as output - accumulator every step.
     observe_layer_residuals(layers_[static_cast<size_t>(i)], accumulator, x);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <thread>
 
+#include "harness/observation/execution_point.h"
+
 namespace parity {
 
 std::string_view to_string(RankState state) {
@@ -18,6 +20,20 @@ std::string_view to_string(RankState state) {
       return "capturing";
   }
   return "?";
+}
+
+std::string describe(const StepPoint& point) {
+  std::string out;
+  auto add = [&](const char* name, std::int64_t value) {
+    if (value < 0) return;
+    out += (out.empty() ? "" : ", ") + std::string(name) + " " + std::to_string(value);
+  };
+  add("step", point.step);
+  add("microbatch", point.microbatch);
+  add("layer", point.layer);
+  if (point.pass == StepPass::forward) out += " (forward)";
+  if (point.pass == StepPass::backward) out += " (backward)";
+  return out;
 }
 
 namespace {
@@ -74,6 +90,10 @@ void RankStatus::reset(RankStatusRecord* record, int rank) {
   record->state.store(static_cast<std::int32_t>(RankState::starting), std::memory_order_relaxed);
   record->progress_ms.store(steady_ms(), std::memory_order_relaxed);
   record->version.store(0, std::memory_order_relaxed);
+  record->point_step.store(-1, std::memory_order_relaxed);
+  record->point_microbatch.store(-1, std::memory_order_relaxed);
+  record->point_layer.store(-1, std::memory_order_relaxed);
+  record->point_pass.store(static_cast<std::int32_t>(StepPass::none), std::memory_order_relaxed);
   record->rank = rank;
   record->last_collective[0] = '\0';
   record->error[0] = '\0';
@@ -103,6 +123,24 @@ void RankStatus::mark_progress() {
   record_->progress_ms.store(steady_ms(), std::memory_order_release);
 }
 
+void RankStatus::beat(const StepPoint& point) {
+  record_->point_step.store(point.step, std::memory_order_relaxed);
+  record_->point_microbatch.store(point.microbatch, std::memory_order_relaxed);
+  record_->point_layer.store(point.layer, std::memory_order_relaxed);
+  record_->point_pass.store(static_cast<std::int32_t>(point.pass), std::memory_order_relaxed);
+  mark_progress();  // release: a reader that sees the new time sees the point
+}
+
+StepPoint RankStatus::last_step_point() const {
+  StepPoint p;
+  p.pass = static_cast<StepPass>(record_->point_pass.load(std::memory_order_acquire));
+  if (p.pass == StepPass::none) return p;
+  p.step = record_->point_step.load(std::memory_order_relaxed);
+  p.microbatch = record_->point_microbatch.load(std::memory_order_relaxed);
+  p.layer = record_->point_layer.load(std::memory_order_relaxed);
+  return p;
+}
+
 void RankStatus::set_error(const std::string& message) {
   write_text(*record_, record_->error, message);
   mark_progress();
@@ -125,6 +163,12 @@ thread_local RankStatus* t_rank_status = nullptr;
 }  // namespace
 
 RankStatus* rank_status_of_this_thread() { return t_rank_status; }
+
+void step_heartbeat(StepPass pass, std::int64_t layer) {
+  if (t_rank_status == nullptr) return;
+  const ExecutionPoint& at = current_execution_point();
+  t_rank_status->beat(StepPoint{at.step, at.microbatch, layer, pass});
+}
 
 RankStatusScope::RankStatusScope(RankStatus* status) : previous_(t_rank_status) {
   t_rank_status = status;

@@ -1,6 +1,7 @@
 #pragma once
 // What one rank is doing, readable by the supervisor even after the rank died:
-// its state, its last collective, its last progress time. In threads mode the
+// its state, its last collective, its last step-loop point, its last progress
+// time. In threads mode the
 // record lives in memory; in processes mode in a MAP_SHARED file mapping, so a
 // parent can read what a crashed child had entered.
 #include <atomic>
@@ -24,11 +25,31 @@ enum class RankState : std::int32_t {
 };
 std::string_view to_string(RankState state);
 
+// Which pass of a microbatch the step loop was in at a heartbeat.
+enum class StepPass : std::int32_t { none, forward, backward };
+
+// Where a rank's step loop last beat: the driver per microbatch, the model per
+// layer (forward, and backward as each layer's gradient arrives).
+struct StepPoint {
+  std::int64_t step = -1;
+  std::int64_t microbatch = -1;  // -1: outside the microbatch loop
+  std::int64_t layer = -1;       // -1: outside the layer loop
+  StepPass pass = StepPass::none;
+};
+// "step 0, microbatch 12, layer 1 (forward)"; fields that are -1 are left out.
+std::string describe(const StepPoint& point);
+
 // Plain data only: it may live in shared memory between processes.
 struct RankStatusRecord {
   std::atomic<std::int32_t> state;
   std::atomic<std::int64_t> progress_ms;  // steady-clock ms of the last progress
   std::atomic<std::uint32_t> version;     // seqlock over the text fields
+  // The last step-loop heartbeat (point_pass none: no beat yet). Separate
+  // relaxed atomics: a report read during a beat may mix two adjacent points.
+  std::atomic<std::int64_t> point_step;
+  std::atomic<std::int64_t> point_microbatch;
+  std::atomic<std::int64_t> point_layer;
+  std::atomic<std::int32_t> point_pass;
   std::int32_t rank;
   char last_collective[240];              // CollectiveCall::describe(), NUL-terminated
   char error[760];                        // the rank's own error, when it failed
@@ -48,8 +69,12 @@ class RankStatus {
   void enter_collective(const CollectiveCall& call);
   void leave_collective();
   void mark_progress();
+  // A step-loop heartbeat: progress, and where it was made.
+  void beat(const StepPoint& point);
   void set_error(const std::string& message);
   std::string last_collective() const;  // "" when none yet
+  // The last heartbeat's point; pass none when the rank never beat.
+  StepPoint last_step_point() const;
   std::string error() const;
   std::int64_t progress_ms() const;
 
@@ -59,6 +84,14 @@ class RankStatus {
 
 // The status of the rank this thread runs (set by the rank body), or null.
 RankStatus* rank_status_of_this_thread();
+
+// The step loop's heartbeat: marks progress of the rank this thread runs at
+// the thread's current execution point (step, microbatch) and `layer` (-1:
+// none). A few relaxed atomic stores; without a rank status on this thread
+// (a test, a tool, a backend's own thread) it does nothing. Long compute
+// between collectives is progress only if it beats (the supervisor calls a
+// rank that neither beats nor completes a collective for the timeout hung).
+void step_heartbeat(StepPass pass, std::int64_t layer = -1);
 
 // RAII: makes `status` this thread's rank status.
 class [[nodiscard]] RankStatusScope {

@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <thread>
+
 #include "harness/compat/torch_compat.h"
 #include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
@@ -25,6 +27,36 @@ Rendezvous::~Rendezvous() = default;
 
 std::string Rendezvous::describe() const { return store_->description; }
 int Rendezvous::port() const { return store_->port; }
+
+void Rendezvous::wait_for_every_rank(const std::string& key, int rank, int world_size,
+                                     std::chrono::milliseconds limit,
+                                     const std::function<void()>& poll) const {
+  auto arrived = [&](int r) { return key + "/" + std::to_string(r); };
+  c10d::Store& store = *store_->store;
+  try {
+    store.set(arrived(rank), std::vector<std::uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int r = 0; r < world_size; ++r) keys.push_back(arrived(r));
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!store.check(keys)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string missing;
+        for (int r = 0; r < world_size; ++r)
+          if (!store.check({arrived(r)}))
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        throw RendezvousError("rank(s) " + missing + " of " + std::to_string(world_size) +
+                              " did not reach the rendezvous (" + describe() + ") within " +
+                              ms(limit));
+      }
+      if (poll) poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const RendezvousError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw RendezvousError("start-up barrier on " + describe() + " failed: " + c10_error_text(e));
+  }
+}
 
 std::shared_ptr<Rendezvous> Rendezvous::in_process(std::chrono::milliseconds timeout) {
   auto s = std::make_unique<Store>();

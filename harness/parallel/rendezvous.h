@@ -3,6 +3,7 @@
 // handle (HashStore for thread ranks, FileStore for process ranks, TCPStore for
 // torchrun/Slurm). No fixed ports: files or ephemeral ports only.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,14 @@ class Rendezvous {
   std::string describe() const;
   // The TCPStore's port (the bound one when 0 was asked for); -1 for other stores.
   int port() const;
+  // Start-up barrier: announces `rank` under `key` and waits until every rank
+  // of `world_size` has, calling `poll` about every 20 ms while it waits (it
+  // may throw to give up). Past `limit` it throws RendezvousError naming the
+  // ranks that never arrived. Unlike group creation (bounded by the Gloo
+  // timeout), it lets ranks whose processes start seconds apart meet.
+  void wait_for_every_rank(const std::string& key, int rank, int world_size,
+                           std::chrono::milliseconds limit,
+                           const std::function<void()>& poll) const;
 
  private:
   std::unique_ptr<Store> store_;

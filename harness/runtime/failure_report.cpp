@@ -57,6 +57,7 @@ std::string format_rank_failure(const RankFailure& f) {
   }
   line +=
       "; last collective: " + (f.last_collective.empty() ? std::string("none") : f.last_collective);
+  if (!f.last_step_point.empty()) line += "; last step point: " + f.last_step_point;
   return line;
 }
 
@@ -126,6 +127,7 @@ nlohmann::json FailureReport::to_json() const {
          {"in_collective", f.in_collective},
          {"detail", f.detail},
          {"last_collective", f.last_collective},
+         {"last_step_point", f.last_step_point},
          {"seconds", f.seconds},
          {"line", format_rank_failure(f)}});
   }

@@ -1,12 +1,16 @@
 #pragma once
 // What went wrong in a failed run, one line per failed rank: the culprits first
 // (ranks that threw, crashed or hung on their own), then the victims (ranks that
-// merely failed or were stopped while waiting for a culprit). E.g.
-//   rank 3 (tp=1, cp=1, dp=0) threw: injected fault: throw-rank=3; last collective: all_reduce(sum)
-//   on world, float32 [4], #2 rank 3 (tp=1, cp=1, dp=0) hung: no progress for 3.0 s; last
-//   collective: ... rank 1 (tp=1, cp=0, dp=0) crashed (signal 6 SIGABRT); last collective: ... rank
-//   0 (tp=0, cp=0, dp=0) victim, stopped by the supervisor while in a collective; last collective:
-//   ...
+// merely failed or were stopped while waiting for a culprit). Each line names
+// what the rank last did: its last collective and, for the model's step loop,
+// its last heartbeat (step, microbatch, layer). E.g.
+//   rank 3 (tp=1, cp=1, dp=0) threw: injected fault: throw-rank=3; last collective: ...
+//   rank 2 (tp=0, cp=0, dp=1) hung: no progress for 3.0 s; last collective: ...;
+//     last step point: step 1, microbatch 0, layer 1 (forward)
+//   rank 1 (tp=1, cp=0, dp=0) crashed (signal 6 SIGABRT); last collective: ...
+//   rank 0 (tp=0, cp=0, dp=0) victim, stopped by the supervisor: it was waiting in its
+//     last collective; last collective: ...
+// (one line each; wrapped here)
 #include <string>
 #include <vector>
 
@@ -35,7 +39,9 @@ struct RankFailure {
   bool in_collective = false;   // it was inside its last collective when it ended
   std::string detail;           // one line
   std::string last_collective;  // CollectiveCall::describe(); "" = none yet
-  double seconds = 0;           // since the launch started
+  // The step loop's last heartbeat (describe(StepPoint)); "" = it never beat.
+  std::string last_step_point;
+  double seconds = 0;  // since the launch started
 };
 
 // One line, as above.

@@ -118,6 +118,17 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
   try {
     status.set_state(RankState::starting);
     rdv = run.rendezvous();
+    // Every rank alive before any creates a group: group creation is bounded by
+    // the Gloo timeout, process start-up only by the start-up grace.
+    if (run.topology.world_size() > 1) {
+      const auto limit =
+          timeout_ms(run.spec) +
+          std::chrono::milliseconds(static_cast<long long>(2000 * kStartupGraceSeconds));
+      rdv->wait_for_every_rank("parity-started", rank, run.topology.world_size(), limit, [&] {
+        status.mark_progress();
+        if (cancel.cancelled()) throw RankCancelled();
+      });
+    }
     std::unique_ptr<TransportFactory> factory = make_transport_factory(run.spec.transport);
     GroupOptions options;
     options.timeout = timeout_ms(run.spec);

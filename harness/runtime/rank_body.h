@@ -54,6 +54,15 @@ struct RankRun {
 
 std::chrono::milliseconds timeout_ms(const LaunchSpec& spec);
 
+// Start-up (process start: exec and loading LibTorch took over 15 s on the
+// loaded 2-core machine; then the rendezvous) gets this much longer than the
+// timeout before the supervisor calls a rank that has not begun hung. Ranks
+// that started wait for the others at a start-up barrier, beating, for twice
+// as long: in threads and processes mode the supervisor names a rank that never
+// arrived first; in env mode, where each process sees only itself, the
+// barrier's own limit names it.
+inline constexpr double kStartupGraceSeconds = 60.0;
+
 RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const CancelToken& cancel);
 
 // Every rank's result, on every rank, over `world`: the JSON texts as bytes

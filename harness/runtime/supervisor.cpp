@@ -6,10 +6,11 @@
 namespace parity {
 namespace {
 
-// A rank in state `starting` (process start-up, group creation) is given this
-// much longer than the timeout before it counts as hung: the store's own
-// timeout (= the run timeout) fails a rendezvous that never completes first.
-constexpr double kStartupGraceSeconds = 10.0;
+// A rank in state `starting` (process start-up, the start-up barrier, group
+// creation) is given kStartupGraceSeconds (rank_body.h) longer than the
+// timeout before it counts as hung: ranks waiting at the barrier beat, group
+// creation fails by the Gloo timeout first, so only a rank that never began
+// gets that far.
 constexpr auto kPoll = std::chrono::milliseconds(20);
 
 std::string fixed1(double s) {
@@ -37,6 +38,7 @@ void take_snapshots(std::vector<Slot>& slots) {
     s.snapshot = true;
     s.snap_state = RankStatus(s.record).state();
     s.snap_age = age_seconds(s.record);
+    s.snap_point = RankStatus(s.record).last_step_point();
   }
 }
 
@@ -46,6 +48,8 @@ RankFailure classify_rank(const Slot& s, const ParallelTopology& topology, doubl
   f.rank = s.rank;
   f.coordinates = topology.coordinates(s.rank);
   f.last_collective = status.last_collective();
+  const StepPoint point = s.snapshot ? s.snap_point : status.last_step_point();
+  if (point.pass != StepPass::none) f.last_step_point = describe(point);
   f.seconds = s.end_seconds;
   f.in_collective = s.end.in_collective;
   const Outcome outcome = s.done ? s.end.outcome : Outcome::cancelled;  // abandoned: as stopped
@@ -105,10 +109,29 @@ FailureReport classify(const std::vector<Slot>& slots, const LaunchSpec& spec,
   for (const Slot& s : slots)
     if (!(s.done && s.end.outcome == Outcome::ok))
       report.ranks.push_back(classify_rank(s, topology, spec.timeout_seconds));
-  // With no culprit (e.g. every rank stuck in mismatched collectives), nobody
-  // is a victim: report them all as they are.
   bool any_culprit = false;
   for (const RankFailure& f : report.ranks) any_culprit = any_culprit || !f.victim;
+  // With no culprit but ranks whose collective failed (a timeout, or a peer's
+  // connection closed by that peer's own timeout), the ranks they waited for
+  // are those stopped outside any collective: still computing, or stalled
+  // just short of the hang limit (which of the two fired first is a race).
+  if (!any_culprit) {
+    bool collective_failed = false;
+    for (const RankFailure& f : report.ranks)
+      collective_failed =
+          collective_failed || (f.kind == RankFailureKind::threw && f.in_collective);
+    for (RankFailure& f : report.ranks) {
+      if (collective_failed && f.kind == RankFailureKind::stopped && !f.in_collective) {
+        f.victim = false;
+        const std::string running = "it was still running";
+        if (f.detail.rfind(running, 0) == 0)
+          f.detail.insert(running.size(), ", outside the collective its peers failed in");
+        any_culprit = true;
+      }
+    }
+  }
+  // Still no culprit (e.g. every rank stuck in mismatched collectives): nobody
+  // is a victim; report them all as they are.
   if (!any_culprit)
     for (RankFailure& f : report.ranks) f.victim = false;
   for (const Slot& s : slots) report.abandoned_threads += s.abandoned ? 1 : 0;

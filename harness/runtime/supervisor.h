@@ -26,7 +26,8 @@ struct Slot {
   // For ranks still running when the supervisor stopped the run.
   bool snapshot = false;
   RankState snap_state = RankState::starting;
-  double snap_age = 0;  // seconds without progress
+  double snap_age = 0;   // seconds without progress
+  StepPoint snap_point;  // where its step loop was (a rank stopped late runs on)
   bool abandoned = false;
 };
 

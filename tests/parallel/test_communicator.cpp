@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/observation/execution_point.h"
 #include "harness/parallel/all_to_all.h"
 #include "harness/parallel/collective.h"
 #include "harness/parallel/communicator.h"
@@ -91,6 +92,61 @@ TEST(RankStatus, RecordsStateLastCollectiveErrorAndProgress) {
   EXPECT_EQ(s.error(), std::string(sizeof(record.error) - 1, 'x'));
   s.set_state(RankState::failed);
   EXPECT_EQ(s.state(), RankState::failed);
+}
+
+// The step loop's heartbeat: progress at the thread's execution point, and a
+// no-op on a thread that runs no rank.
+TEST(RankStatus, AHeartbeatRecordsProgressAndTheStepPoint) {
+  RankStatusRecord record{};
+  RankStatus s(&record);
+  EXPECT_EQ(s.last_step_point().pass, StepPass::none);  // a zero-filled record: no beat yet
+  RankStatus::reset(&record, 0);
+  EXPECT_EQ(s.last_step_point().pass, StepPass::none);
+  step_heartbeat(StepPass::forward, 4);  // no rank status on this thread
+  EXPECT_EQ(s.last_step_point().pass, StepPass::none);
+  record.progress_ms.store(0);
+  {
+    RankStatusScope rank(&s);
+    ExecutionPointScope point(ExecutionPoint{2, 5, GraphPhase::eager});
+    step_heartbeat(StepPass::backward, 1);
+  }
+  EXPECT_GT(s.progress_ms(), 0);
+  const StepPoint p = s.last_step_point();
+  EXPECT_EQ(p.step, 2);
+  EXPECT_EQ(p.microbatch, 5);
+  EXPECT_EQ(p.layer, 1);
+  EXPECT_EQ(describe(p), "step 2, microbatch 5, layer 1 (backward)");
+  EXPECT_EQ(describe(StepPoint{3, -1, -1, StepPass::forward}), "step 3 (forward)");
+  EXPECT_EQ(describe(StepPoint{}), "");
+}
+
+// The launcher's start-up barrier: ranks that arrive apart all pass once the
+// last arrives (polling meanwhile); a rank that never arrives is named.
+TEST(Rendezvous, TheStartUpBarrierWaitsForLateRanksAndNamesMissingOnes) {
+  const std::shared_ptr<Rendezvous> rdv = Rendezvous::in_process(std::chrono::seconds(5));
+  std::atomic<int> polls{0};
+  std::string late_error;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    try {
+      rdv->wait_for_every_rank("started", 1, 2, std::chrono::seconds(60), {});
+    } catch (const std::exception& e) {
+      late_error = e.what();
+    }
+  });
+  rdv->wait_for_every_rank("started", 0, 2, std::chrono::seconds(60), [&] { ++polls; });
+  late.join();
+  EXPECT_EQ(late_error, "");
+  EXPECT_GT(polls.load(), 0);  // rank 0 waited for rank 1, polling
+
+  try {
+    rdv->wait_for_every_rank("again", 2, 4, std::chrono::milliseconds(100), {});
+    ADD_FAILURE() << "no rank arrived, yet the barrier passed";
+  } catch (const RendezvousError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "rank(s) 0, 1, 3 of 4 did not reach the rendezvous (in-process HashStore) within "
+              "100 ms");
+  }
 }
 
 // The seqlock's protocol, step by step: a stress test with a racing writer

@@ -1,0 +1,24 @@
+#pragma once
+// Rank programs of the runtime tests, registered in the test binary (threads
+// mode) and in parity_test_worker (processes mode: the worker re-executed per
+// rank must know them by name). Each reads its parameters from its arguments.
+namespace parity::testing {
+
+// "test-beating-compute" {"seconds": S, "beat_ms": B}: collective-free work
+//   for at least S seconds (wall clock), beating every B ms through the step
+//   loop's heartbeat; returns {"beats": n}.
+// "test-stall-after-beat" {}: beats once at step 7, microbatch 3, layer 2
+//   (forward), then runs without progress until the supervisor stops it.
+// "test-slow-unwind" {"culprit": R, "unwind_seconds": U}: a world barrier,
+//   then rank R throws "culprit threw"; every other rank waits for the stop
+//   and then needs U more seconds to end (threads: after the cancel; processes:
+//   it ignores SIGTERM, so only the supervisor's SIGKILL ends it).
+// "test-slow-model" (a RunConfig): the "model" program with every
+//   residual_accumulator observation (one per layer forward) taking
+//   kSlowModelSecondsPerLayer more: slow compute between the step loop's
+//   heartbeats, deterministic on any machine.
+void register_test_rank_programs();
+
+inline constexpr double kSlowModelSecondsPerLayer = 0.4;
+
+}  // namespace parity::testing
