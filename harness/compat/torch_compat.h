@@ -42,6 +42,16 @@ TCPStoreOptionsT tcp_store_options(unsigned short port, int world_size, bool is_
 }  // namespace parity::compat
 
 namespace parity::compat {
+// TCPStore's wire protocol changed in torch 2.1 (pytorch #107607): a client's
+// first message must be VALIDATE with a magic number, and every query type moved
+// up by one. A pre-2.1 client and a 2.1+ server (torchrun's agent store) do not
+// understand each other; no message is safe to send both ways (a pre-2.1 server
+// reads the magic as a key length).
+inline constexpr bool kTcpStoreValidatesClients = PARITY_TORCH_AT_LEAST(2, 1);
+inline constexpr const char* kLibTorchVersion = TORCH_VERSION;
+}  // namespace parity::compat
+
+namespace parity::compat {
 // LibTorch 2.x records every c10d collective in a process-wide FlightRecorder
 // (on by default, TORCH_FR_BUFFER_SIZE 2000). Its record path inserts into a map
 // before taking its mutex, so several process groups recording from several

@@ -1,12 +1,20 @@
 #include "harness/parallel/rendezvous.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <thread>
-
+#include "harness/base/files.h"
 #include "harness/compat/torch_compat.h"
 #include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
@@ -20,10 +28,76 @@ bool contains(const std::string& s, const char* what) { return s.find(what) != s
 
 std::string ms(std::chrono::milliseconds t) { return std::to_string(t.count()) + " ms"; }
 
+std::string errno_text() { return std::strerror(errno); }
+
+int flock_retrying(int fd, int operation) {
+  int rc;
+  do rc = ::flock(fd, operation);
+  while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+// The run's directory, private to this user; its lock file, open and held
+// shared for as long as this rank uses the store. Whoever can lock it
+// exclusively is alone: no live rank of the run has opened the store yet, so a
+// store file there is a dead run's and goes.
+int enter_node_dir(const std::string& dir) {
+  const auto fail = [&](const std::string& what) {
+    throw RendezvousError("cannot use the rendezvous directory " + dir + ": " + what);
+  };
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) fail(errno_text());
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) fail(errno_text());
+  if (!S_ISDIR(st.st_mode)) fail("not a directory");
+  if (st.st_uid != ::getuid() || (st.st_mode & 022) != 0)
+    fail("not private to this user (another user's, or group/other may write it)");
+  const std::string lock = dir + "/lock";
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) fail(lock + ": " + errno_text());
+  if (flock_retrying(fd, LOCK_EX | LOCK_NB) == 0) {
+    if (::unlink((dir + "/store").c_str()) != 0 && errno != ENOENT) {
+      const std::string why = errno_text();
+      ::close(fd);
+      fail("cannot remove a dead run's store: " + why);
+    }
+  } else if (errno != EWOULDBLOCK) {
+    const std::string why = errno_text();
+    ::close(fd);
+    fail(lock + ": " + why);
+  }
+  if (flock_retrying(fd, LOCK_SH) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    fail(lock + ": " + why);
+  }
+  // FileStore's reads wait for a missing file (until the timeout): make it now.
+  const std::string store = dir + "/store";
+  const int created = ::open(store.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (created < 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    fail(store + ": " + why);
+  }
+  ::close(created);
+  return fd;
+}
+
+void leave_node_dir(int fd, const std::string& dir) noexcept {
+  // Every rank unlocks before it tries: the last to try finds nobody left.
+  flock_retrying(fd, LOCK_UN);
+  if (flock_retrying(fd, LOCK_EX | LOCK_NB) == 0) files::remove_tree(dir);
+  ::close(fd);
+}
+
 }  // namespace
 
 Rendezvous::Rendezvous(std::unique_ptr<Store> store) : store_(std::move(store)) {}
-Rendezvous::~Rendezvous() = default;
+Rendezvous::~Rendezvous() {
+  if (store_ && store_->release) {
+    store_->store.reset();
+    store_->release();
+  }
+}
 
 std::string Rendezvous::describe() const { return store_->description; }
 int Rendezvous::port() const { return store_->port; }
@@ -78,6 +152,21 @@ std::shared_ptr<Rendezvous> Rendezvous::file(const std::string& path, int world_
   s->store->setTimeout(timeout);
   s->description = "FileStore " + path;
   return std::make_shared<Rendezvous>(std::move(s));
+}
+
+std::shared_ptr<Rendezvous> Rendezvous::node_file(const std::string& dir, int world_size,
+                                                  std::chrono::milliseconds timeout) {
+  if (world_size < 1) throw std::invalid_argument("FileStore: world size must be >= 1");
+  const int fd = enter_node_dir(dir);
+  std::shared_ptr<Rendezvous> r;
+  try {
+    r = file(dir + "/store", world_size, timeout);
+  } catch (...) {
+    leave_node_dir(fd, dir);
+    throw;
+  }
+  r->store_->release = [fd, dir] { leave_node_dir(fd, dir); };
+  return r;
 }
 
 std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, int world_size,

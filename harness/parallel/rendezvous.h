@@ -1,7 +1,8 @@
 #pragma once
 // Where the ranks of one run find each other: a c10d Store behind an opaque
-// handle (HashStore for thread ranks, FileStore for process ranks, TCPStore for
-// torchrun/Slurm). No fixed ports: files or ephemeral ports only.
+// handle (HashStore for thread ranks, FileStore for process ranks and for one
+// node under torchrun, TCPStore for torchrun/Slurm). No fixed ports: files,
+// ephemeral ports, or the port torchrun/Slurm names.
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -32,6 +33,15 @@ class Rendezvous {
   static std::shared_ptr<Rendezvous> tcp(const std::string& host, int port, int world_size,
                                          bool is_master, std::chrono::milliseconds timeout,
                                          const std::string& key_prefix = "");
+
+  // A FileStore in `dir` for ranks on one node that have no store server in
+  // common but name the same directory, unique to their run (torchrun's run id,
+  // its store's port, the restart). The directory is created private (0700); a
+  // store file a dead run left there is discarded, never read (a lock file tells
+  // a live run's ranks from leftovers); the last rank out removes the directory.
+  // Throws RendezvousError naming the path.
+  static std::shared_ptr<Rendezvous> node_file(const std::string& dir, int world_size,
+                                               std::chrono::milliseconds timeout);
 
   explicit Rendezvous(std::unique_ptr<Store> store);
   ~Rendezvous();

@@ -4,6 +4,7 @@
 // backends' transports), never from another header.
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -17,6 +18,9 @@ struct Rendezvous::Store {
   c10::intrusive_ptr<c10d::Store> store;
   std::string description;  // see Rendezvous::describe()
   int port = -1;            // TCPStore only
+  // Runs when the Rendezvous goes, after its reference to `store` is dropped
+  // (node_file: release the directory's lock, the last rank removes it).
+  std::function<void()> release;
 
   // A store key prefix for the `group_name` group as seen by `rank`, unique
   // per creation: the n-th creation of a group by a rank gets generation n, so

@@ -13,16 +13,33 @@ LaunchResult launch_env(const LaunchSpec& spec, const RankProgram& program,
   auto run = std::make_shared<RankRun>(spec, arguments, program);
   run->own_process = true;
   run->gather = true;
-  // Under torchrun 2.x the agent already serves MASTER_PORT: every rank is a client.
-  const bool master = env.rank == 0 && !env.agent_store;
-  const std::string where =
-      "TCPStore " + env.master_addr + ":" + std::to_string(env.master_port) +
-      (env.agent_store ? " (torchrun agent's, keys under " + env.store_prefix + ")"
-                       : (master ? " (master)" : ""));
-  run->rendezvous = [env, master, timeout = timeout_ms(spec)] {
-    return Rendezvous::tcp(env.master_addr, env.master_port, env.world_size, master, timeout,
-                           env.store_prefix);
-  };
+  const std::string tcp = "TCPStore " + env.master_addr + ":" + std::to_string(env.master_port);
+  std::string where;
+  switch (env.store) {
+    case EnvStore::master_binds: {
+      const bool master = env.rank == 0;
+      where = tcp + (master ? " (master)" : "");
+      run->rendezvous = [env, master, timeout = timeout_ms(spec)] {
+        return Rendezvous::tcp(env.master_addr, env.master_port, env.world_size, master, timeout);
+      };
+      break;
+    }
+    case EnvStore::agent_client:
+      where = tcp + " (torchrun agent's, keys under " + env.store_prefix + ")";
+      run->rendezvous = [env, timeout = timeout_ms(spec)] {
+        return Rendezvous::tcp(env.master_addr, env.master_port, env.world_size,
+                               /*is_master=*/false, timeout, env.store_prefix);
+      };
+      break;
+    case EnvStore::node_file:
+      where = "FileStore " + env.node_dir + "/store (one node; torchrun's store at " +
+              env.master_addr + ":" + std::to_string(env.master_port) + " unused: LibTorch " +
+              this_libtorch_store().version + " predates torch 2.1's TCPStore protocol)";
+      run->rendezvous = [env, timeout = timeout_ms(spec)] {
+        return Rendezvous::node_file(env.node_dir, env.world_size, timeout);
+      };
+      break;
+  }
   const std::vector<Slot> slots = run_rank_threads(run, {env.rank}, start);
   LaunchResult result = finish(slots, spec, run->topology, start);
   result.rendezvous = where;

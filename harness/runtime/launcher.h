@@ -7,7 +7,8 @@
 //            a FileStore in a private temp dir, a shared status file
 //            (process_ranks.cpp, rank_worker.cpp);
 //  env       torchrun/Slurm: this process is one rank (env_rank.h), a TCPStore
-//            at MASTER_ADDR:MASTER_PORT (env_launch.cpp).
+//            at MASTER_ADDR:MASTER_PORT, or a FileStore of one node's ranks
+//            where torchrun's store speaks a newer protocol (env_launch.cpp).
 // A rank that throws, crashes or makes no progress for the timeout ends the
 // run with a FailureReport; nothing is left running when launch() returns
 // (see FailureReport::abandoned_threads for the one exception).

@@ -22,6 +22,7 @@
 #include "harness/config/launch_mapping.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/rendezvous.h"
+#include "harness/runtime/env_rank.h"
 #include "harness/runtime/launcher.h"
 #include "harness/runtime/self_check.h"
 
@@ -280,14 +281,66 @@ TEST(Launcher, EnvModeUnderSrunTakesTheMasterFromTheLaunchNode) {
   EXPECT_NE(p[0].rule.find("export it in the batch script"), std::string::npos) << p[0].rule;
 }
 
-// torchrun from torch 2.x: its agent serves the store on MASTER_PORT and sets
-// TORCHELASTIC_USE_AGENT_STORE=True. Emulated here: a store bound to port 0
-// (the kernel's free port, no race) and two env-mode ranks in two threads.
-// Before the agent-store client mode, rank 0 failed: "address in use".
-TEST(Launcher, EnvModeUnderTorchrunsAgentStoreConnectsEveryRankAsAClient) {
+// Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) no rank may
+// bind MASTER_PORT. A LibTorch that speaks the agent's TCPStore protocol (>= 2.1)
+// is its client; an older one cannot be (a 1.13 client's first query is
+// discarded by torch 2.11's agent: every rank waits out its timeout), so on one
+// node its ranks share a FileStore in a directory named after the run, and
+// across nodes the job is refused up front with the fix.
+TEST(Launcher, EnvModePicksTheStoreFromTheAgentAndTheLibTorchsProtocol) {
+  const LibTorchStore old_store{false, "1.13.0"}, new_store{true, "2.11.0"};
+  Env env = {{"RANK", "1"},
+             {"WORLD_SIZE", "4"},
+             {"LOCAL_RANK", "1"},
+             {"LOCAL_WORLD_SIZE", "4"},
+             {"MASTER_ADDR", "localhost"},
+             {"MASTER_PORT", "41234"},
+             {"TMPDIR", "/scratch"},
+             {"TORCHELASTIC_RUN_ID", "job/7 a"},
+             {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  EnvRank e;
+  ASSERT_TRUE(read_env_rank(2, 1, 2, &e, reader_of(env), old_store).empty());
+  EXPECT_EQ(e.store, EnvStore::master_binds);  // no agent store: rank 0 binds
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  ASSERT_TRUE(read_env_rank(2, 1, 2, &e, reader_of(env), new_store).empty());
+  EXPECT_EQ(e.store, EnvStore::agent_client);
+  EXPECT_EQ(e.store_prefix, "/parity/attempt_2/");
+  ASSERT_TRUE(read_env_rank(2, 1, 2, &e, reader_of(env), old_store).empty());
+  EXPECT_EQ(e.store, EnvStore::node_file);
+  EXPECT_EQ(e.node_dir,
+            "/scratch/parity-torchrun-u" + std::to_string(::getuid()) + "-job_7_a-p41234-a2");
+  // Two nodes of two ranks: one line naming the versions and the fix.
+  env["LOCAL_WORLD_SIZE"] = "2";
+  ASSERT_TRUE(read_env_rank(2, 1, 2, &e, reader_of(env), new_store).empty());
+  EXPECT_EQ(e.store, EnvStore::agent_client);
+  std::vector<LaunchProblem> p = read_env_rank(2, 1, 2, &e, reader_of(env), old_store);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].field, "TORCHELASTIC_USE_AGENT_STORE");
+  EXPECT_EQ(p[0].value, "True");
+  EXPECT_EQ(p[0].rule,
+            "across nodes (LOCAL_WORLD_SIZE=2 of WORLD_SIZE=4) parity built against LibTorch "
+            "1.13.0 cannot use torchrun's store (torch >= 2.1 speaks another TCPStore "
+            "protocol); run torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (rank 0 then "
+            "binds MASTER_PORT) or build parity against torch >= 2.1 (the torch2 preset)");
+  env.erase("LOCAL_WORLD_SIZE");
+  p = read_env_rank(2, 1, 2, &e, reader_of(env), old_store);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].rule.find("LOCAL_WORLD_SIZE unset"), std::string::npos) << p[0].rule;
+  // torch 2.x's opt-out: the agent shares nothing and rank 0 binds MASTER_PORT.
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  ASSERT_TRUE(read_env_rank(2, 1, 2, &e, reader_of(env), old_store).empty());
+  EXPECT_EQ(e.store, EnvStore::master_binds);
+}
+
+// torchrun --standalone on one node, its agent emulated by a store bound to port
+// 0 (the kernel's free port, no race); two env-mode ranks in two threads. With
+// this build's LibTorch, the ranks use the agent's store or, where its protocol
+// predates the agent's, a FileStore of their own that is gone afterwards.
+TEST(Launcher, EnvModeUnderTorchrunsAgentStoreRunsOnOneNodeWithThisLibTorch) {
   const std::shared_ptr<Rendezvous> agent =
       Rendezvous::tcp("127.0.0.1", 0, 1, /*is_master=*/true, std::chrono::seconds(60));
   const std::string port = std::to_string(agent->port());
+  const files::TempDir tmp("parity-test-torchrun");
   const RunConfig c = layout(2, 1, 1, LaunchMode::env);
   std::vector<LaunchResult> results(2);
   std::vector<std::string> errors(2);
@@ -298,8 +351,11 @@ TEST(Launcher, EnvModeUnderTorchrunsAgentStoreConnectsEveryRankAsAClient) {
       options.getenv = reader_of({{"RANK", std::to_string(rank)},
                                   {"WORLD_SIZE", "2"},
                                   {"LOCAL_RANK", std::to_string(rank)},
+                                  {"LOCAL_WORLD_SIZE", "2"},
                                   {"MASTER_ADDR", "127.0.0.1"},
                                   {"MASTER_PORT", port},
+                                  {"TMPDIR", tmp.path()},
+                                  {"TORCHELASTIC_RUN_ID", "test-run"},
                                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                   {"TORCHELASTIC_RESTART_COUNT", "0"}});
       try {
@@ -310,17 +366,29 @@ TEST(Launcher, EnvModeUnderTorchrunsAgentStoreConnectsEveryRankAsAClient) {
     });
   }
   for (std::thread& t : ranks) t.join();
+  const LibTorchStore libtorch = this_libtorch_store();
+  const std::string node_dir =
+      tmp.path() + "/parity-torchrun-u" + std::to_string(::getuid()) + "-test-run-p" + port + "-a0";
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     ASSERT_EQ(errors[rank], "");
     ASSERT_TRUE(results[rank].ok()) << results[rank].failure->text();
-    // The agent's own keys live in the same store: parity's are under a prefix.
-    EXPECT_EQ(results[rank].rendezvous,
-              "TCPStore 127.0.0.1:" + port + " (torchrun agent's, keys under /parity/attempt_0/)");
+    if (libtorch.validates_clients) {
+      // The agent's own keys live in the same store: parity's are under a prefix.
+      EXPECT_EQ(results[rank].rendezvous, "TCPStore 127.0.0.1:" + port +
+                                              " (torchrun agent's, keys under /parity/attempt_0/)");
+    } else {
+      EXPECT_EQ(
+          results[rank].rendezvous,
+          "FileStore " + node_dir + "/store (one node; torchrun's store at 127.0.0.1:" + port +
+              " unused: LibTorch " + libtorch.version + " predates torch 2.1's TCPStore protocol)");
+    }
   }
   // Rank 0 gathered both results (as bytes over the world group).
   EXPECT_TRUE(self_check_passed(results[0])) << format_self_check_table(results[0]);
   EXPECT_EQ(results[0].results[1]["rank"], 1);
+  // The last rank out removed the FileStore's directory.
+  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{});
 }
 
 // Torchrun 1.x and srun: rank 0 binds MASTER_PORT itself. A port can only be

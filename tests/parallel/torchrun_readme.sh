@@ -2,8 +2,9 @@
 # torchrun_readme.sh PARITY README [LIBTORCH_VERSION]: runs the README's torchrun line (the first
 # line that starts with `torchrun `, $P = PARITY) under a torch >= 2 torchrun
 # and passes iff it exits 0 and prints "run done: 4 rank(s)". torchrun comes
-# from $PARITY_TORCH2_VENV/bin, else PATH. With none (or only torch 1.x, whose
-# torchrun is broken on Debian), it prints why and exits 77: ctest reports SKIP.
+# from $PARITY_TORCH2_VENV/bin (ci/test makes that venv), else PATH. With none
+# (or only torch 1.x, whose torchrun is broken on Debian), it prints why and
+# exits 77: ctest reports SKIP.
 set -uo pipefail
 parity="$1"; readme="$2"; libtorch="${3:-}"
 candidates=()
@@ -19,19 +20,32 @@ for t in "${candidates[@]}"; do
   why="$t is torch ${version:-unknown}, not >= 2"
 done
 if [[ -z "$torchrun" ]]; then echo "SKIP: $why"; exit 77; fi
-# torchrun's agent serves the store; parity's ranks connect to it as clients, which works only
-# within one LibTorch major version (1.13's TCPStore client and 2.x's server do not speak the same
-# protocol: the first group fails with "Broken pipe"). The torch2 preset runs this test.
-if [[ -n "$libtorch" && "${libtorch%%.*}" != "${version%%.*}" ]]; then
-  echo "SKIP: parity is built against LibTorch $libtorch, torchrun is torch $version (another major version: the store protocols differ; the torch2 preset runs this)"
-  exit 77
+# Any LibTorch under any torch >= 2 torchrun. LibTorch >= 2.1 speaks the agent's TCPStore protocol
+# and its ranks are the agent store's clients; an older one cannot (torch 2.1 changed the
+# protocol), so its ranks meet in a FileStore of their own on this node (env_rank.h). The run's
+# line names the store; the FileStore's directory must be gone afterwards.
+echo "parity built against LibTorch ${libtorch:-unknown}; torchrun is torch $version ($torchrun)"
+major=${libtorch%%.*}; minor=${libtorch#*.}; minor=${minor%%.*}
+if [[ ! "$major" =~ ^[0-9]+$ || ! "$minor" =~ ^[0-9]+$ ]]; then
+  echo "no LibTorch version given (third argument): $libtorch"; exit 1
+fi
+if (( major > 2 || (major == 2 && minor >= 1) )); then
+  store="TCPStore [^ ]* (torchrun agent's"
+else
+  store="FileStore [^ ]*/parity-torchrun-[^ ]*/store (one node"
 fi
 line="$(grep -m1 '^torchrun ' "$readme" | sed 's/  *#.*$//')"
 [[ -n "$line" ]] || { echo "no torchrun line in $readme"; exit 1; }
 cmd="${line/#torchrun /$torchrun }"
 cmd="${cmd//\$P/$parity}"
-echo "running: $cmd"
-out="$(timeout 240 bash -c "$cmd" 2>&1)"; code=$?
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+echo "running: $cmd (TMPDIR=$tmp)"
+out="$(TMPDIR="$tmp" timeout 240 bash -c "$cmd" 2>&1)"; code=$?
 echo "$out"
 [[ $code == 0 ]] || { echo "exit $code"; exit 1; }
 grep -q "run done: 4 rank(s)" <<<"$out" || { echo "no 'run done: 4 rank(s)' line"; exit 1; }
+grep -q "run done: 4 rank(s).*$store" <<<"$out" || { echo "the run did not name the store: $store"; exit 1; }
+# (torchrun leaves its own torchelastic_* log directory there.)
+left="$(ls -A "$tmp" | grep '^parity')"
+[[ -z "$left" ]] || { echo "parity left behind in TMPDIR: $left"; exit 1; }
