@@ -25,6 +25,7 @@
 #include "harness/runtime/env_rank.h"
 #include "harness/runtime/launcher.h"
 #include "harness/runtime/self_check.h"
+#include "tests/support/folder_entries.h"
 
 namespace parity {
 namespace {
@@ -44,18 +45,7 @@ EnvReader reader_of(const Env& env) {
   };
 }
 
-// The names in `dir` (without . and ..).
-std::vector<std::string> entries(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
-    }
-    ::closedir(d);
-  }
-  return out;
-}
+using testing::folder_entries;
 
 // No child process of this test is left (none running, none unreaped).
 bool no_children() {
@@ -388,7 +378,7 @@ TEST(Launcher, EnvModeUnderTorchrunsAgentStoreRunsOnOneNodeWithThisLibTorch) {
   EXPECT_TRUE(self_check_passed(results[0])) << format_self_check_table(results[0]);
   EXPECT_EQ(results[0].results[1]["rank"], 1);
   // The last rank out removed the FileStore's directory.
-  EXPECT_EQ(entries(tmp.path()), std::vector<std::string>{});
+  EXPECT_EQ(folder_entries(tmp.path()), std::vector<std::string>{});
 }
 
 // Torchrun 1.x and srun: rank 0 binds MASTER_PORT itself. A port can only be
@@ -487,7 +477,7 @@ class ProcessesMode : public ::testing::Test {
   }
   void TearDown() override {
     // The launcher removed its private directory.
-    EXPECT_TRUE(entries(tmp_->path()).empty()) << "launcher left files in " << tmp_->path();
+    EXPECT_TRUE(folder_entries(tmp_->path()).empty()) << "launcher left files in " << tmp_->path();
     if (old_tmpdir_) ::setenv("TMPDIR", old_tmpdir_->c_str(), 1);
     else ::unsetenv("TMPDIR");
     tmp_.reset();

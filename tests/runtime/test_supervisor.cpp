@@ -21,22 +21,12 @@
 #include "harness/config/launch_mapping.h"
 #include "harness/runtime/launcher.h"
 #include "tests/runtime/rank_programs.h"
+#include "tests/support/folder_entries.h"
 
 namespace parity {
 namespace {
 
-// The names in `dir` (without . and ..).
-std::vector<std::string> entries(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
-    }
-    ::closedir(d);
-  }
-  return out;
-}
+using testing::folder_entries;
 
 LaunchSpec spec_of(int tp, int dp, double timeout, LaunchMode mode) {
   LaunchSpec spec;
@@ -61,7 +51,8 @@ class Supervisor : public ::testing::TestWithParam<LaunchMode> {
     ::setenv("TMPDIR", tmp_->path().c_str(), 1);
   }
   void TearDown() override {
-    EXPECT_TRUE(entries(tmp_->path()).empty()) << "the launcher left files in " << tmp_->path();
+    EXPECT_TRUE(folder_entries(tmp_->path()).empty())
+        << "the launcher left files in " << tmp_->path();
     if (old_tmpdir_)
       ::setenv("TMPDIR", old_tmpdir_->c_str(), 1);
     else
