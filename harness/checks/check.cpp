@@ -111,6 +111,7 @@ CheckPlan plan_check(const RunConfig& scenario) {
   p.b = p.c;
   p.b.microbatches = scenario.microbatches * scenario.dp;
   p.b.tp = p.b.cp = p.b.dp = p.b.ep = 1;
+  p.b.clear_pipeline();
   p.b.sp = false;
   if (scenario.dropout > 0 && scenario.world_size() > 1) {
     p.b.dropout = 0;

@@ -110,7 +110,11 @@ RankState RankStatus::state() const {
 }
 
 void RankStatus::enter_collective(const CollectiveCall& call) {
-  write_text(*record_, record_->last_collective, call.describe());
+  enter_collective(call.describe());
+}
+
+void RankStatus::enter_collective(const std::string& description) {
+  write_text(*record_, record_->last_collective, description);
   set_state(RankState::in_collective);
 }
 

@@ -118,10 +118,12 @@ nlohmann::json FailureReport::to_json() const {
   j["abandoned_threads"] = abandoned_threads;
   j["ranks"] = nlohmann::json::array();
   for (const RankFailure& f : ranks) {
+    nlohmann::json coordinates = {
+        {"tp", f.coordinates.tp}, {"cp", f.coordinates.cp}, {"dp", f.coordinates.dp}};
+    if (f.coordinates.pipelined) coordinates["pp"] = f.coordinates.pp;
     j["ranks"].push_back(
         {{"rank", f.rank},
-         {"coordinates",
-          {{"tp", f.coordinates.tp}, {"cp", f.coordinates.cp}, {"dp", f.coordinates.dp}}},
+         {"coordinates", coordinates},
          {"kind", std::string(to_string(f.kind))},
          {"victim", f.victim},
          {"in_collective", f.in_collective},
