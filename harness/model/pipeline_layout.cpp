@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "harness/model/pipeline_schedule.h"
+
 namespace parity {
 namespace {
 
@@ -191,7 +193,6 @@ const char* const kAccountEmbedding = "pp-account-embedding";
 const char* const kAccountLoss = "pp-account-loss";
 const char* const kLayout = "pp-layout";
 const char* const kMtp = "mtp-layers";
-const char* const kMicrobatches = "microbatches";
 
 // PipelineParallelLayerLayout.__init__ and validate_layer_layout, in order;
 // `r` gets the layout and its vpp when it holds.
@@ -444,20 +445,11 @@ std::vector<PipelineLayoutViolation> validate_pipeline_layout(const PipelineLayo
 }
 
 std::vector<PipelineLayoutViolation> validate_pipeline_schedule(int pp, int vpp, int microbatches) {
-  std::vector<PipelineLayoutViolation> out;
-  if (microbatches < 1)
-    out.push_back({kMicrobatches, str(microbatches), "must be at least 1"});
-  else if (vpp > 1 && pp == 1)
-    out.push_back({kVpp, str(vpp), "more than one model chunk per stage needs pp > 1"});
-  else if (vpp > 1 && pp > 1 && microbatches < pp)
-    out.push_back({kMicrobatches, str(microbatches),
-                   "the interleaved schedule (vpp " + str(vpp) +
-                       ") needs at least pp = " + str(pp) + " microbatches"});
-  else if (vpp > 1 && pp > 1 && microbatches % pp != 0)
-    out.push_back({kMicrobatches, str(microbatches),
-                   "the interleaved schedule (vpp " + str(vpp) + ") needs a multiple of pp " +
-                       str(pp) + " microbatches"});
-  return out;
+  PipelineScheduleConfig schedule;
+  schedule.pp = pp;
+  schedule.vpp = vpp;
+  schedule.microbatches = microbatches;
+  return validate_pipeline_schedule(schedule);
 }
 
 int virtual_stages(const PipelineLayoutConfig& config) { return resolve(config, 0, 0).vpp; }

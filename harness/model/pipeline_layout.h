@@ -42,10 +42,11 @@ struct PipelineLayoutViolation {
 // violations and throw std::invalid_argument otherwise.
 std::vector<PipelineLayoutViolation> validate_pipeline_layout(const PipelineLayoutConfig& config);
 
-// The interleaved schedule's microbatch rules (forward_backward_pipelining_
-// with_interleaving with microbatch_group_size_per_vp_stage = pp, Megatron's
-// default): with vpp > 1, microbatches >= pp and a multiple of pp. `vpp` is
-// the effective one (virtual_stages()). Also pp > 1 for vpp > 1.
+// The interleaved schedule's microbatch rules with Megatron's default
+// microbatch_group_size_per_vp_stage (= pp): with vpp > 1, microbatches >= pp
+// and a multiple of pp; also pp > 1 for vpp > 1. `vpp` is the effective one
+// (virtual_stages()). pipeline_schedule.h's validate_pipeline_schedule with
+// the group unset, which also takes an explicit group.
 std::vector<PipelineLayoutViolation> validate_pipeline_schedule(int pp, int vpp, int microbatches);
 
 enum class LayoutLayer { embedding, decoder, mtp, loss };
