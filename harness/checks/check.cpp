@@ -1,11 +1,14 @@
 #include "harness/checks/check.h"
-#include "harness/base/files.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <ostream>
 
+#include "harness/base/files.h"
+#include "harness/base/status_line.h"
 #include "harness/checks/properties.h"
 #include "harness/checks/report.h"
 #include "harness/checks/scenario.h"
@@ -46,6 +49,29 @@ std::string describe(const RunConfig& c) {
        std::string(to_string(c.launch));
   return s;
 }
+
+// Where a check is, for its progress line (under the line's lock; the steps
+// also from the watcher).
+struct CheckStage {
+  std::size_t run = 0, runs = 0;  // run: 1-based, 0 before the first
+  std::string name;
+  std::int64_t steps = 0;
+  std::atomic<std::int64_t> steps_done{0};
+  bool properties = false;
+
+  // "check: run (c) 3/5, 1/2 steps, elapsed 0:07";
+  // "check: 5/5 runs done, evaluating the properties, elapsed 0:09".
+  std::string text(double elapsed) const {
+    const std::string of = "/" + std::to_string(runs);
+    std::string at = "planning the runs";
+    if (properties)
+      at = std::to_string(runs) + of + " runs done, evaluating the properties";
+    else if (run > 0)
+      at = "run (" + name + ") " + std::to_string(run) + of + ", " +
+           std::to_string(steps_done.load()) + "/" + std::to_string(steps) + " steps";
+    return "check: " + at + ", elapsed " + clock_text(elapsed);
+  }
+};
 
 std::string secs(double s) {
   char buf[32];
@@ -200,7 +226,7 @@ const PropertyResult* CheckOutcome::property(const std::string& name) const {
 }
 
 CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
-                           const LaunchOptions& options, std::ostream* progress) {
+                           const LaunchOptions& options, std::ostream* progress, bool terminal) {
   const auto start = std::chrono::steady_clock::now();
   register_model_program();
   const CheckPlan plan = plan_check(scenario);
@@ -209,10 +235,15 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
   report.scenario_source = source;
   report.scenario = scenario;
   report.notes = plan.notes;
-  if (progress) {
-    *progress << check_header(scenario, plan, source) << std::endl;
-    for (const std::string& n : plan.notes) *progress << "  note: " << n << std::endl;
-  }
+  CheckStage stage;
+  std::optional<StatusLine> line;
+  if (progress)
+    line.emplace(*progress, terminal, [&stage](double elapsed) { return stage.text(elapsed); });
+  auto say = [&](const std::string& text) {
+    if (line) line->update([&](std::ostream& out) { out << text << "\n"; });
+  };
+  say(check_header(scenario, plan, source));
+  for (const std::string& n : plan.notes) say("  note: " + n);
   auto finish = [&](CheckVerdict verdict) {
     outcome.verdict = verdict;
     report.exit_code = exit_code(verdict);
@@ -246,10 +277,25 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
   // A rank stopped by a collective fingerprint mismatch (--check-collectives):
   // the claim collective_symmetry makes, broken live; its FAIL, not a crash.
   std::string mismatch_failure, mismatch_run;
+  stage.runs = planned.size();
   for (const Planned& p : planned) {
+    LaunchOptions run_options = options;
+    if (line && line->terminal()) {
+      line->update([&](std::ostream&) {
+        ++stage.run;
+        stage.name = p.name;
+        stage.steps = p.config.steps;
+        stage.steps_done = 0;
+      });
+      run_options.watcher = [&](const std::vector<RankStatus>& ranks) {
+        std::int64_t done = ranks.empty() ? 0 : ranks.front().steps_done();
+        for (const RankStatus& r : ranks) done = std::min(done, r.steps_done());
+        if (done != stage.steps_done.exchange(done)) line->update();
+      };
+    }
     LaunchResult result;
     try {
-      result = launch(p.config, kModelProgram, options);
+      result = launch(p.config, kModelProgram, run_options);
     } catch (const std::exception& e) {
       outcome.failure =
           "parity check: run (" + p.name + ") could not launch: " + one_line(e.what()) + "\n";
@@ -273,16 +319,14 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
           mismatch_failure = one_line(f.detail, 300);
       if (!aliasing && !mismatch_failure.empty()) {
         mismatch_run = p.name;
-        if (progress)
-          *progress << "run (" << p.name << ") " << p.title << ": FAILED (collective mismatch)"
-                    << std::endl;
+        say("run (" + p.name + ") " + p.title + ": FAILED (collective mismatch)");
         break;
       }
       if (aliasing) {
         alias_failure = "prepared metric state aliases an observed tensor: " +
                         one_line(result.failure->text(), 300);
         alias_run = p.name;
-        if (progress) *progress << "run (" << p.name << ") " << p.title << ": FAILED (aliasing)" << std::endl;
+        say("run (" + p.name + ") " + p.title + ": FAILED (aliasing)");
         break;
       }
       outcome.failure = "parity check: run (" + p.name + ") " + p.title + " failed:\n";
@@ -307,10 +351,10 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
           RankFailureCause::Stage::results, p.name, p.title, {}, "", one_line(e.what())};
       return finish(CheckVerdict::rank_failure);
     }
-    if (progress)
-      *progress << "run (" << p.name << ") " << p.title << ": " << p.config.world_size()
-                << " rank(s), " << secs(result.wall_seconds) << " s" << std::endl;
+    say("run (" + p.name + ") " + p.title + ": " + std::to_string(p.config.world_size()) +
+        " rank(s), " + secs(result.wall_seconds) + " s");
   }
+  if (line) line->update([&](std::ostream&) { stage.properties = true; });
 
   if (!mismatch_run.empty()) {
     report.properties.push_back(
@@ -381,8 +425,8 @@ ExpectationCheck compare_expectations(const std::vector<PropertyResult>& propert
 CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
                        std::ostream& err, const LaunchOptions& options, bool* must_exit_now,
                        const std::map<std::string, std::string>& expect,
-                       const BaselineInput* baseline) {
-  CheckOutcome outcome = execute_check(scenario, source, options, &out);
+                       const BaselineInput* baseline, bool terminal) {
+  CheckOutcome outcome = execute_check(scenario, source, options, &out, terminal);
   if (outcome.verdict == CheckVerdict::rank_failure) {
     err << outcome.failure;
     if (outcome.must_exit_now && must_exit_now) *must_exit_now = true;

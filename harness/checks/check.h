@@ -106,10 +106,13 @@ struct CheckOutcome {
 };
 
 // Runs (a), (b), (c), (a2) [and (d)] and evaluates every property. `progress`
-// (when given) receives the header, the notes and one line per finished run.
+// (when given) receives the header, the notes and one line per finished run;
+// with `terminal` also a progress line (harness/base/status_line.h: the run
+// and its steps done, then the property stage), erased before it returns.
 // Never writes scenario.report (run_check does).
 CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
-                           const LaunchOptions& options = {}, std::ostream* progress = nullptr);
+                           const LaunchOptions& options = {}, std::ostream* progress = nullptr,
+                           bool terminal = false);
 
 // A scenario file's "expect" (property -> "PASS" | "FAIL" | "SKIP") against
 // the evaluated properties. ok: every expectation met and every property not
@@ -134,10 +137,11 @@ struct BaselineInput {
 // bad_report: a report that cannot be written; rank_failure: a run failed
 // (other than prepared state aliasing an observed tensor, which is
 // graph_replay's FAIL). A SKIP prints how to make the property compare.
+// `terminal`: `out` is a terminal, for the progress line (execute_check).
 CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
                        std::ostream& err, const LaunchOptions& options = {},
                        bool* must_exit_now = nullptr,
                        const std::map<std::string, std::string>& expect = {},
-                       const BaselineInput* baseline = nullptr);
+                       const BaselineInput* baseline = nullptr, bool terminal = false);
 
 }  // namespace parity::checks

@@ -9,9 +9,10 @@ namespace parity::cli {
 
 int run_check_command(const CommandContext& ctx) {
   checks::BaselineInput baseline{ctx.parsed.baseline_path, ctx.parsed.baseline_report};
-  return checks::exit_code(checks::run_check(
-      ctx.parsed.config, ctx.parsed.scenario_source, ctx.out, ctx.err, ctx.options,
-      ctx.must_exit_now, ctx.parsed.expect, baseline.path.empty() ? nullptr : &baseline));
+  return checks::exit_code(
+      checks::run_check(ctx.parsed.config, ctx.parsed.scenario_source, ctx.out, ctx.err,
+                        ctx.options, ctx.must_exit_now, ctx.parsed.expect,
+                        baseline.path.empty() ? nullptr : &baseline, is_terminal(ctx.out)));
 }
 
 int run_repro_command(const CommandContext& ctx) {

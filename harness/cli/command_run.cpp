@@ -1,6 +1,7 @@
-// parity run: trains the model for --steps steps; per-step loss table, the
-// observation trace with --trace.
+// parity run: trains the model for --steps steps; per-step loss table (a row
+// as every rank completes a step), the observation trace with --trace.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <ostream>
@@ -8,10 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/base/files.h"
+#include "harness/base/status_line.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_output.h"
 #include "harness/driver/run_dump.h"
 #include "harness/driver/training_step.h"
+#include "harness/runtime/step_rows.h"
 
 namespace parity::cli {
 namespace {
@@ -64,6 +67,14 @@ std::string finish_dump(const RunConfig& c, const LaunchResult& result) {
   return "";
 }
 
+// The progress line: "run: 3/10 steps, elapsed 0:12, ETA 0:28".
+std::string run_progress_text(std::int64_t done, std::int64_t total, double elapsed) {
+  const std::string eta =
+      done > 0 ? clock_text(elapsed / double(done) * double(total - done)) : "?";
+  return "run: " + std::to_string(done) + "/" + std::to_string(total) + " steps, elapsed " +
+         clock_text(elapsed) + ", ETA " + eta;
+}
+
 }  // namespace
 
 int run_training_command(const CommandContext& ctx) {
@@ -81,8 +92,34 @@ int run_training_command(const CommandContext& ctx) {
       return kExitBadInput;
     }
   }
+  // The table's rows print as every rank completes a step, the rest from the
+  // results at the end (rows a rank's ring lost). Not in env mode: this
+  // process sees its own rank only, so the table comes at the end.
+  const bool streamed = config.launch != LaunchMode::env;
+  StepRowStream stream;
+  std::atomic<std::int64_t> steps_done{0};
+  bool table_started = false;
+  StatusLine line(ctx.out, streamed && is_terminal(ctx.out), [&](double elapsed) {
+    return run_progress_text(steps_done.load(), config.steps, elapsed);
+  });
+  LaunchOptions options = ctx.options;
+  if (streamed) {
+    options.watcher = [&](const std::vector<RankStatus>& ranks) {
+      const std::vector<StepRow> rows = stream.poll(ranks);
+      if (rows.empty() && stream.steps_done() == steps_done.load()) return;
+      steps_done.store(stream.steps_done());
+      line.update([&](std::ostream& out) {
+        if (!rows.empty() && !table_started) out << loss_table_header();
+        table_started = table_started || !rows.empty();
+        for (const StepRow& row : rows) out << format_loss_row(row);
+      });
+    };
+  }
+  line.update();  // on a terminal: the line from the start
   LaunchResult result;
-  if (const int code = launch_program(ctx, kModelProgram, &result); code >= 0) return code;
+  const int launched = launch_program(ctx, kModelProgram, &result, &options);
+  line.finish(StatusLine::Finish::erase);
+  if (launched >= 0) return launched;
 
   int code = kExitOk;
   if (!result.ok()) {
@@ -93,7 +130,13 @@ int run_training_command(const CommandContext& ctx) {
             << std::endl;
     return code;
   } else {
-    ctx.out << format_loss_table(result);
+    if (table_started) {
+      const std::vector<StepRow> rows = loss_table_rows(result);
+      for (std::size_t s = static_cast<std::size_t>(stream.next_step()); s < rows.size(); ++s)
+        ctx.out << format_loss_row(rows[s]);
+    } else {
+      ctx.out << format_loss_table(result);
+    }
     const std::string disagreement = loss_disagreement(result);
     if (!disagreement.empty()) {
       ctx.err << "parity run: ranks disagree on the loss: " << disagreement << "\n";

@@ -1,9 +1,5 @@
 // parity sweep MATRIX.json --out DIR, and parity sweep --merge DIR... --out DIR
 // (harness/sweep/run_sweep.h, docs/sweep.md).
-#include <unistd.h>
-
-#include <iostream>
-
 #include "harness/cli/commands.h"
 #include "harness/sweep/run_sweep.h"
 
@@ -12,7 +8,7 @@ namespace parity::cli {
 int run_sweep_command(const CommandContext& ctx) {
   sweep::SweepOptions o = ctx.parsed.sweep;
   // One updating line only on a terminal; CI logs get a line per case.
-  o.terminal = &ctx.out == &std::cout && ::isatty(STDOUT_FILENO);
+  o.terminal = is_terminal(ctx.out);
   const sweep::SweepOutcome outcome =
       o.merge.empty() ? sweep::run_sweep(o, ctx.out, ctx.err, ctx.options, ctx.must_exit_now)
                       : sweep::merge_sweeps(o, ctx.out, ctx.err);

@@ -37,9 +37,14 @@ int run_list_command(const CommandContext& ctx);       // list WHAT
 // What `parity list` lists: faults, properties, metrics, scenarios, options.
 const std::vector<std::string>& list_kinds();
 
-// run and selfcheck: launches `program` on the configured ranks. Returns -1 and
-// fills `result` when it launched; else prints why and returns the exit code.
-int launch_program(const CommandContext& ctx, const char* program, LaunchResult* result);
+// run and selfcheck: launches `program` on the configured ranks (with
+// `options`, default ctx.options). Returns -1 and fills `result` when it
+// launched; else prints why and returns the exit code.
+int launch_program(const CommandContext& ctx, const char* program, LaunchResult* result,
+                   const LaunchOptions* options = nullptr);
+// Whether `out` is this process's standard output and that is a terminal:
+// progress lines go there only then (harness/base/status_line.h).
+bool is_terminal(const std::ostream& out);
 // The failed ranks' report lines on err; sets *must_exit_now for abandoned threads.
 void print_rank_failure(const CommandContext& ctx, const LaunchResult& result);
 // The rank of this process under --launch env (0 otherwise): rank 0 prints.

@@ -1,6 +1,8 @@
 // What parity run and parity selfcheck share: the --report file.
+#include <unistd.h>
+
 #include <cstdio>
-#include <ostream>
+#include <iostream>
 
 #include "harness/backend/version.h"
 #include "harness/base/files.h"
@@ -15,9 +17,10 @@ std::string seconds_text(double seconds) {
   return buf;
 }
 
-int launch_program(const CommandContext& ctx, const char* program, LaunchResult* result) {
+int launch_program(const CommandContext& ctx, const char* program, LaunchResult* result,
+                   const LaunchOptions* options) {
   try {
-    *result = launch(ctx.parsed.config, program, ctx.options);
+    *result = launch(ctx.parsed.config, program, options ? *options : ctx.options);
   } catch (const ConfigError& e) {
     for (const ConfigViolation& v : e.violations()) ctx.err << format_for_cli(v) << "\n";
     return kExitBadInput;
@@ -28,6 +31,8 @@ int launch_program(const CommandContext& ctx, const char* program, LaunchResult*
   }
   return -1;
 }
+
+bool is_terminal(const std::ostream& out) { return &out == &std::cout && ::isatty(STDOUT_FILENO); }
 
 void print_rank_failure(const CommandContext& ctx, const LaunchResult& result) {
   for (const std::string& line : result.failure->lines()) ctx.err << line << "\n";

@@ -6,37 +6,59 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/parallel/rank_status.h"
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {
 
-std::string format_loss_table(const LaunchResult& result) {
+std::string loss_table_header() {
+  char line[160];
+  std::snprintf(line, sizeof line, "%5s  %-24s %12s %10s\n", "step", "loss (global mean)",
+                "observations", "seconds");
+  return line;
+}
+
+std::string format_loss_row(const StepRow& row) {
+  char line[160];
+  std::snprintf(line, sizeof line, "%5lld  %-24.17g %12lld %10.4f\n",
+                static_cast<long long>(row.step), row.loss,
+                static_cast<long long>(row.observations), row.seconds);
+  return line;
+}
+
+std::vector<StepRow> loss_table_rows(const LaunchResult& result) {
   const nlohmann::json* first = nullptr;
   for (const nlohmann::json& r : result.results)
     if (r.is_object() && r.contains("steps")) {
       first = &r;
       break;
     }
-  if (first == nullptr) return "(no rank result)\n";
-  std::string out;
-  char line[160];
-  std::snprintf(line, sizeof line, "%5s  %-24s %12s %10s\n", "step", "loss (global mean)",
-                "observations", "seconds");
-  out += line;
+  std::vector<StepRow> rows;
+  if (first == nullptr) return rows;
   const std::size_t steps = (*first)["steps"].size();
   for (std::size_t s = 0; s < steps; ++s) {
-    long long observations = 0;
-    double slowest = 0;
+    StepRow row;
+    row.step = static_cast<std::int64_t>(s);
+    row.loss = (*first)["steps"][s]["loss"].get<double>();
     for (const nlohmann::json& r : result.results) {
       if (!r.is_object() || !r.contains("steps") || r["steps"].size() <= s) continue;
-      observations += r["steps"][s].value("observations", 0LL);
-      slowest = std::max(slowest, r["steps"][s].value("seconds", 0.0));
+      row.observations += r["steps"][s].value("observations", std::int64_t{0});
+      row.seconds = std::max(row.seconds, r["steps"][s].value("seconds", 0.0));
     }
-    std::snprintf(line, sizeof line, "%5zu  %-24.17g %12lld %10.4f\n", s,
-                  (*first)["steps"][s]["loss"].get<double>(), observations, slowest);
-    out += line;
+    rows.push_back(row);
   }
+  return rows;
+}
+
+std::string format_loss_table(const LaunchResult& result) {
+  const std::vector<StepRow> rows = loss_table_rows(result);
+  bool any = false;
+  for (const nlohmann::json& r : result.results)
+    any = any || (r.is_object() && r.contains("steps"));
+  if (!any) return "(no rank result)\n";
+  std::string out = loss_table_header();
+  for (const StepRow& row : rows) out += format_loss_row(row);
   return out;
 }
 

@@ -21,6 +21,7 @@ LaunchSpec launch_spec_from(const RunConfig& config, const LaunchOptions& option
   spec.transport = std::string(make_backend(config.backend)->transport_name());
   spec.worker_executable = options.worker_executable;
   spec.getenv = options.getenv;
+  spec.watcher = options.watcher;
   return spec;
 }
 

@@ -19,6 +19,8 @@ struct LaunchOptions {
   std::string worker_executable;
   // env: how environment variables are read (tests substitute a map).
   EnvReader getenv;
+  // Watches the ranks while they run (launch_spec.h; not in env mode).
+  RunWatcher watcher;
 };
 
 LaunchSpec launch_spec_from(const RunConfig& config, const LaunchOptions& options = {});

@@ -111,7 +111,9 @@ struct TrainingResult {
 // the microbatch loop runs inside model.run_iteration, end_step() follows.
 // ExecutionPointScope{s, m, phase} around each microbatch's forward and
 // backward (the phase the graph runner set; eager otherwise), {s, -1, eager}
-// around the rest of the step.
+// around the rest of the step. Each finished step's row (loss, observations,
+// seconds) goes to the rank's status (publish_step_row) before after_step, so
+// that `parity run` prints it while the run goes on.
 TrainingResult run_training(GPTModel& model, const TrainingOptions& options);
 
 inline constexpr const char* kModelProgram = "model";
@@ -127,7 +129,8 @@ inline constexpr const char* kModelProgram = "model";
 //    "dump": {file: {"holds", "tensors"}} (only with a dump: what this rank wrote, run_dump.h)}.
 // The fault point is after step 0.
 nlohmann::json run_model_program(RankContext& ctx);
-// Registers run_model_program as "model" (idempotent; also done at start-up).
+// Registers run_model_program as "model" unless a program of that name is
+// registered already (idempotent; also done at start-up).
 void register_model_program();
 
 }  // namespace parity

@@ -94,6 +94,13 @@ void RankStatus::reset(RankStatusRecord* record, int rank) {
   record->point_microbatch.store(-1, std::memory_order_relaxed);
   record->point_layer.store(-1, std::memory_order_relaxed);
   record->point_pass.store(static_cast<std::int32_t>(StepPass::none), std::memory_order_relaxed);
+  record->steps_done.store(0, std::memory_order_relaxed);
+  for (StepRowSlot& slot : record->step_rows) {
+    slot.version.store(0, std::memory_order_relaxed);
+    slot.loss_bits.store(0, std::memory_order_relaxed);
+    slot.observations.store(0, std::memory_order_relaxed);
+    slot.seconds_bits.store(0, std::memory_order_relaxed);
+  }
   record->rank = rank;
   record->last_collective[0] = '\0';
   record->error[0] = '\0';
@@ -163,6 +170,63 @@ std::int64_t RankStatus::progress_ms() const {
 std::int64_t RankStatus::now_ms() { return steady_ms(); }
 
 namespace {
+
+static_assert(std::atomic<std::int64_t>::is_always_lock_free &&
+                  std::atomic<std::uint64_t>::is_always_lock_free,
+              "step rows are read across processes");
+
+std::uint64_t bits_of(double value) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+double double_of(std::uint64_t bits) {
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+// The seqlock with fences (Boehm, "Can seqlocks get along with programming
+// language memory models?"): the writer's release fence orders the odd version
+// before the fields, the reader's acquire fence the fields before its second
+// look at the version.
+void RankStatus::publish_step(const StepRow& row) {
+  StepRowSlot& slot = record_->step_rows[row.step % kStepRowSlots];
+  slot.version.store(2 * row.step + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.loss_bits.store(bits_of(row.loss), std::memory_order_relaxed);
+  slot.observations.store(row.observations, std::memory_order_relaxed);
+  slot.seconds_bits.store(bits_of(row.seconds), std::memory_order_relaxed);
+  slot.version.store(2 * row.step + 2, std::memory_order_release);
+  record_->steps_done.store(row.step + 1, std::memory_order_release);
+}
+
+std::int64_t RankStatus::steps_done() const {
+  return record_->steps_done.load(std::memory_order_acquire);
+}
+
+RankStatus::StepRowState RankStatus::read_step(std::int64_t step, StepRow* row) const {
+  const StepRowSlot& slot = record_->step_rows[step % kStepRowSlots];
+  const std::int64_t written = 2 * step + 2;
+  const std::int64_t before = slot.version.load(std::memory_order_acquire);
+  if (before < written) return StepRowState::not_yet;  // older, or `step` being written
+  if (before > written) return StepRowState::lost;
+  StepRow copy;
+  copy.step = step;
+  copy.loss = double_of(slot.loss_bits.load(std::memory_order_relaxed));
+  copy.observations = slot.observations.load(std::memory_order_relaxed);
+  copy.seconds = double_of(slot.seconds_bits.load(std::memory_order_relaxed));
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Changed meanwhile: only a later step writes this slot again.
+  if (slot.version.load(std::memory_order_relaxed) != before) return StepRowState::lost;
+  *row = copy;
+  return StepRowState::ready;
+}
+
+namespace {
 thread_local RankStatus* t_rank_status = nullptr;
 }  // namespace
 
@@ -172,6 +236,10 @@ void step_heartbeat(StepPass pass, std::int64_t layer) {
   if (t_rank_status == nullptr) return;
   const ExecutionPoint& at = current_execution_point();
   t_rank_status->beat(StepPoint{at.step, at.microbatch, layer, pass});
+}
+
+void publish_step_row(const StepRow& row) {
+  if (t_rank_status != nullptr) t_rank_status->publish_step(row);
 }
 
 RankStatusScope::RankStatusScope(RankStatus* status) : previous_(t_rank_status) {

@@ -1,9 +1,10 @@
 #pragma once
 // What one rank is doing, readable by the supervisor even after the rank died:
 // its state, its last collective, its last step-loop point, its last progress
-// time. In threads mode the
-// record lives in memory; in processes mode in a MAP_SHARED file mapping, so a
-// parent can read what a crashed child had entered.
+// time, and its last completed steps (the rows `parity run` prints while the
+// run goes on). In threads mode the record lives in memory; in processes mode
+// in a MAP_SHARED file mapping, so a parent can read what a crashed child had
+// entered.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -39,6 +40,30 @@ struct StepPoint {
 // "step 0, microbatch 12, layer 1 (forward)"; fields that are -1 are left out.
 std::string describe(const StepPoint& point);
 
+// A completed training step as a rank saw it: `parity run`'s row of it.
+struct StepRow {
+  std::int64_t step = -1;
+  double loss = 0;                // the step's loss (all-reduced: the same on every rank)
+  std::int64_t observations = 0;  // recorded by this rank in the step
+  double seconds = 0;             // the step's wall time on this rank
+};
+
+// One slot of a record's ring of step rows: a seqlock of its own whose version
+// also names the step it holds, 2*step+1 while the row is written and 2*step+2
+// once it is (0: no row yet). A reader looking for step k so tells a torn copy
+// or an older row (not yet there) from a newer one (k was overwritten, lost).
+// The fields are relaxed atomics (the doubles as their bits): lock-free, so
+// they work across processes, and no data race for the reader to tear.
+struct StepRowSlot {
+  std::atomic<std::int64_t> version;
+  std::atomic<std::uint64_t> loss_bits;
+  std::atomic<std::int64_t> observations;
+  std::atomic<std::uint64_t> seconds_bits;
+};
+// The last kStepRowSlots steps of a rank stay readable: at the supervisor's
+// 20 ms poll a row is lost only to steps shorter than about 1 ms.
+inline constexpr int kStepRowSlots = 16;
+
 // Plain data only: it may live in shared memory between processes.
 struct RankStatusRecord {
   std::atomic<std::int32_t> state;
@@ -50,6 +75,8 @@ struct RankStatusRecord {
   std::atomic<std::int64_t> point_microbatch;
   std::atomic<std::int64_t> point_layer;
   std::atomic<std::int32_t> point_pass;
+  std::atomic<std::int64_t> steps_done;  // rows published (steps 0 .. steps_done-1)
+  StepRowSlot step_rows[kStepRowSlots];  // step s in slot s % kStepRowSlots
   std::int32_t rank;
   char last_collective[240];              // CollectiveCall::describe(), NUL-terminated
   char error[760];                        // the rank's own error, when it failed
@@ -80,6 +107,15 @@ class RankStatus {
   std::string error() const;
   std::int64_t progress_ms() const;
 
+  // The rank completed `row.step`, the step after the last one published (the
+  // rank's own thread only: one writer). A few relaxed stores and fences.
+  void publish_step(const StepRow& row);
+  std::int64_t steps_done() const;
+  enum class StepRowState { ready, not_yet, lost };
+  // The row of `step`: ready (in *row), not_yet (not published, or being
+  // written), or lost (the ring has moved past it; the rank's result has it).
+  StepRowState read_step(std::int64_t step, StepRow* row) const;
+
  private:
   RankStatusRecord* record_;
 };
@@ -94,6 +130,10 @@ RankStatus* rank_status_of_this_thread();
 // between collectives is progress only if it beats (the supervisor calls a
 // rank that neither beats nor completes a collective for the timeout hung).
 void step_heartbeat(StepPass pass, std::int64_t layer = -1);
+
+// The driver's "step done": publishes `row` in the status of the rank this
+// thread runs; without one (a test, a tool) it does nothing.
+void publish_step_row(const StepRow& row);
 
 // RAII: makes `status` this thread's rank status.
 class [[nodiscard]] RankStatusScope {

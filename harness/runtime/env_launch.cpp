@@ -3,8 +3,11 @@
 
 namespace parity {
 
-LaunchResult launch_env(const LaunchSpec& spec, const RankProgram& program,
+LaunchResult launch_env(const LaunchSpec& spec_in, const RankProgram& program,
                         const nlohmann::json& arguments) {
+  // This process sees its own rank only: nothing for a watcher of the run.
+  LaunchSpec spec = spec_in;
+  spec.watcher = nullptr;
   const auto start = SupervisorClock::now();
   EnvRank env;
   std::vector<LaunchProblem> problems = read_env_rank(spec.tp, spec.cp, spec.dp, &env, spec.getenv);

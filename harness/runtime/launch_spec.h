@@ -21,6 +21,15 @@ std::string_view launch_mode_name(LaunchMode mode);  // "threads", "processes", 
 // How environment variables are read; tests substitute a map.
 using EnvReader = std::function<std::optional<std::string>(const std::string&)>;
 
+class RankStatus;
+// Watches a run while its ranks run: called on the launching thread at every
+// supervisor poll (about every 20 ms) with every rank's status, by rank
+// (step_rows.h reads the completed steps from them). Threads and processes
+// mode only: in env mode this process sees its own rank alone. It must be
+// quick (the hang guard waits for it) and must not throw (an exception stops
+// the calls, never the run).
+using RunWatcher = std::function<void(const std::vector<RankStatus>& ranks)>;
+
 struct LaunchSpec {
   int tp = 1;
   int cp = 1;
@@ -38,11 +47,13 @@ struct LaunchSpec {
   std::string worker_executable;
   // env: how the rank's variables are read; empty = the process environment.
   EnvReader getenv;
+  // Empty: nobody watches.
+  RunWatcher watcher;
 
   int world_size() const { return tp * cp * dp * pp; }
 };
 
-// The processes-mode hand-off (every field but getenv).
+// The processes-mode hand-off (every field but getenv and watcher).
 nlohmann::json launch_spec_to_json(const LaunchSpec& spec);
 // Throws std::invalid_argument naming the key on a missing or mistyped key.
 LaunchSpec launch_spec_from_json(const nlohmann::json& j);

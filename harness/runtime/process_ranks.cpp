@@ -198,7 +198,7 @@ LaunchResult launch_processes(const LaunchSpec& spec_in, const std::string& prog
   }
 
   RankProcesses processes(pids, dir.path(), exe, start);
-  supervise(processes, slots, spec.timeout_seconds);
+  supervise(processes, slots, spec.timeout_seconds, spec.watcher);
   LaunchResult result = finish(slots, spec, topology, start);
   result.rendezvous = "FileStore " + store_path(dir.path());
   return result;

@@ -145,11 +145,22 @@ double seconds_since(SupervisorClock::time_point t) {
   return std::chrono::duration<double>(SupervisorClock::now() - t).count();
 }
 
-void supervise(RankSet& ranks, std::vector<Slot>& slots, double timeout) {
+void supervise(RankSet& ranks, std::vector<Slot>& slots, double timeout,
+               const RunWatcher& watcher) {
   std::optional<SupervisorClock::time_point> stopped_at;
   bool gave_up = false;
+  bool watching = static_cast<bool>(watcher);
+  std::vector<RankStatus> statuses;
+  for (const Slot& s : slots) statuses.emplace_back(s.record);
   while (true) {
     ranks.collect(slots, kPoll);
+    if (watching) {
+      try {
+        watcher(statuses);
+      } catch (...) {
+        watching = false;  // the run goes on unwatched
+      }
+    }
     bool all_done = true, any_failed = false, hang = false;
     for (const Slot& s : slots) {
       all_done = all_done && s.done;

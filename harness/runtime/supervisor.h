@@ -46,8 +46,10 @@ class RankSet {
   virtual bool give_up(std::vector<Slot>& slots) = 0;
 };
 
-// Runs until every slot is done or the rank set gives up.
-void supervise(RankSet& ranks, std::vector<Slot>& slots, double timeout_seconds);
+// Runs until every slot is done or the rank set gives up; calls `watcher`
+// (when set) at every poll.
+void supervise(RankSet& ranks, std::vector<Slot>& slots, double timeout_seconds,
+               const RunWatcher& watcher = {});
 
 double seconds_since(SupervisorClock::time_point t);
 

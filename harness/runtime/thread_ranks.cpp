@@ -97,7 +97,7 @@ std::vector<Slot> run_rank_threads(const std::shared_ptr<RankRun>& run,
     });
   }
   RankThreads set(shared);
-  supervise(set, slots, run->spec.timeout_seconds);
+  supervise(set, slots, run->spec.timeout_seconds, run->spec.watcher);
   for (int i = 0; i < n; ++i) {
     if (slots[i].done) {
       threads[i].join();

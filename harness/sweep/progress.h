@@ -1,14 +1,12 @@
 #pragma once
-// A sweep's progress: on a terminal one line rewritten in place ("\r") with
-// done/total, failures so far, elapsed time and ETA; otherwise (CI logs) one
-// plain line per finished case. On a terminal the line is also redrawn every
-// second, so elapsed time moves during a long case. Thread-safe.
-#include <chrono>
-#include <condition_variable>
+// A sweep's progress: on a terminal one updating line (harness/base/status_line.h)
+// with done/total, failures so far, elapsed time and ETA, each failed case on a
+// line of its own above it; otherwise (CI logs) one plain line per finished
+// case. Thread-safe.
 #include <iosfwd>
-#include <mutex>
 #include <string>
-#include <thread>
+
+#include "harness/base/status_line.h"
 
 namespace parity::sweep {
 
@@ -20,26 +18,16 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
   // A case finished: its id, outcome and seconds.
   void finished(const std::string& id, const std::string& outcome, double seconds);
-  // Stops the redrawing and ends the updating line (terminal mode), so later
-  // output starts on a fresh line. Idempotent.
+  // Stops the redrawing and ends the updating line (terminal mode: its last
+  // state stays), so later output starts on a fresh line. Idempotent.
   void done();
-  double elapsed() const;
+  double elapsed() const { return line_.elapsed(); }
 
  private:
-  std::ostream& out_;
-  int total_, finished_ = 0, failures_ = 0;
-  bool terminal_;
-  bool stopped_ = false;
-  std::chrono::steady_clock::time_point start_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::thread ticker_;
+  int total_, finished_ = 0, failures_ = 0;  // under line_'s lock
+  StatusLine line_;                          // last: it reads the counts until it is gone
 
-  std::string counts() const;  // "[3/64] 1 failed, elapsed 0:12, ETA 4:05"; mutex_ held
-  void redraw();               // the updating line; mutex_ held
+  std::string counts(double elapsed) const;  // "[3/64] 1 failed, elapsed 0:12, ETA 4:05"
 };
-
-// "1:05" (m:ss), "1:02:03" past an hour.
-std::string clock_text(double seconds);
 
 }  // namespace parity::sweep

@@ -1,8 +1,10 @@
 #include "tests/runtime/rank_programs.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
@@ -75,13 +77,35 @@ nlohmann::json slow_model(RankContext& ctx) {
   return run_model_program(ctx);
 }
 
+nlohmann::json gated_model(RankContext& ctx) {
+  const char* gate = std::getenv(kStepGateVariable);
+  if (gate == nullptr) return run_model_program(ctx);
+  const std::string path = gate;
+  bool passed = false;
+  TensorObservationCapture wait_at_step_1(
+      [&](const ObservationOwner&, std::string_view, SourceKind, const at::Tensor&, OptionalDim,
+          OptionalDim, OptionalDim) {
+        if (passed || current_execution_point().step < 1) return;
+        while (::access(path.c_str(), F_OK) != 0) {
+          ctx.check_cancelled();
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        passed = true;
+      },
+      KindSet{SourceKind::residual_accumulator});
+  return run_model_program(ctx);
+}
+
 }  // namespace
+
+void register_gated_model_as_model() { register_rank_program(kModelProgram, gated_model); }
 
 void register_test_rank_programs() {
   register_rank_program("test-beating-compute", beating_compute);
   register_rank_program("test-stall-after-beat", stall_after_beat);
   register_rank_program("test-slow-unwind", slow_unwind);
   register_rank_program("test-slow-model", slow_model);
+  register_rank_program("test-gated-model", gated_model);
 }
 
 }  // namespace parity::testing

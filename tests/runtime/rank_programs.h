@@ -17,8 +17,16 @@ namespace parity::testing {
 //   residual_accumulator observation (one per layer forward) taking
 //   kSlowModelSecondsPerLayer more: slow compute between the step loop's
 //   heartbeats, deterministic on any machine.
+// "test-gated-model" (a RunConfig): the "model" program whose step 1 waits,
+//   at its first observation, until the file named by the environment variable
+//   kStepGateVariable exists (without the variable: the model program as is).
+//   It does not beat while it waits: a gate nobody opens ends as a hang.
 void register_test_rank_programs();
+// Registers test-gated-model under the name "model" too (parity run launches
+// that name); register_rank_program(kModelProgram, run_model_program) undoes it.
+void register_gated_model_as_model();
 
 inline constexpr double kSlowModelSecondsPerLayer = 0.4;
+inline constexpr const char* kStepGateVariable = "PARITY_TEST_STEP_GATE";
 
 }  // namespace parity::testing
