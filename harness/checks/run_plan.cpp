@@ -1,7 +1,10 @@
 #include "harness/checks/run_plan.h"
 
+#include <algorithm>
+#include <bitset>
 #include <iterator>
 #include <optional>
+#include <string_view>
 
 #include "harness/metrics/metric_names.h"
 #include "harness/runtime/runtime_faults.h"
@@ -80,10 +83,25 @@ std::vector<std::string> parameter_metrics_of(const std::vector<std::string>& me
 RunLabel label_of(RunVariant v) {
   if (const std::optional<std::size_t> i = known_index(v))
     return {kKnownRuns[*i].name, kKnownRuns[*i].title};
-  RunLabel out{"", "scenario"};
+  // The table's run with the most of v's changes (the earlier row on a tie;
+  // the first row of each name only, so that two variants never compose one
+  // name), then the changes it lacks.
+  const KnownRun* base = &kKnownRuns[0];
+  std::size_t most = 0;
+  for (const KnownRun& k : kKnownRuns) {
+    const bool first_of_its_name = std::find_if(std::begin(kKnownRuns), &k, [&](const KnownRun& e) {
+                                     return std::string_view(e.name) == k.name;
+                                   }) == &k;
+    const std::size_t changes = std::bitset<8>(k.variant.bits()).count();
+    if (first_of_its_name && (k.variant.bits() & ~v.bits()) == 0 && changes > most) {
+      base = &k;
+      most = changes;
+    }
+  }
+  RunLabel out{base->name, base->title};
   for (const ChangeWords& w : kChangeWords)
-    if (v.has(w.change)) {
-      out.name += (out.name.empty() ? "" : "+") + std::string(w.tag);
+    if (v.has(w.change) && !base->variant.has(w.change)) {
+      out.name += "+" + std::string(w.tag);
       out.title += ", " + std::string(w.phrase);
     }
   return out;

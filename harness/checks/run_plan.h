@@ -70,8 +70,9 @@ inline constexpr RunVariant router_inputs_changed =
 }  // namespace variant
 
 // The report's name of a run ("a", "c", ...) and its title ("scenario's
-// sharding, no recompute, no graphs"). A variant outside the table gets a
-// name and a title composed from its changes ("single-rank+no-dropout").
+// sharding, no recompute, no graphs"). A variant outside the table is named
+// after the table's run closest to it and the changes that one lacks
+// ("b+again": the single-rank run, again).
 struct RunLabel {
   std::string name, title;
 };

@@ -65,11 +65,18 @@ TEST(RunPlan, EachRunHasOneNameAndTitleAndALaunchOrder) {
   EXPECT_EQ(run_ref(variant::eager_without_recompute), "(c)");
   EXPECT_EQ(run_ref(variant::scenario_again), "(a2)");
   EXPECT_EQ(run_ref(variant::router_inputs_changed), "(h)");
-  // A combination no table row names: composed from its changes.
-  const RunVariant other = variant::single_rank.with(RunChange::without_dropout);
-  EXPECT_EQ(label_of(other).name, "single-rank+no-recompute+eager+no-dropout");
+  // A combination no table row names: the closest run's name and title, plus
+  // the changes it lacks.
+  const RunVariant other = variant::single_rank.with(RunChange::again);
+  EXPECT_EQ(label_of(other).name, "b+again");
   EXPECT_EQ(label_of(other).title,
-            "scenario, single rank, same global batch, no recompute, no graphs, no dropout");
+            "single rank, same global batch, no recompute, no graphs, again");
+  EXPECT_EQ(label_of(variant::single_rank.with(RunChange::reference_backend)).name, "b+reference");
+  // Both (f) rows are one name: the second is never a base, so no two
+  // variants compose the same name.
+  const RunVariant routed = variant::reference_backend.with(RunChange::router_inputs_changed);
+  EXPECT_EQ(label_of(routed).name, "f+router-inputs");
+  EXPECT_EQ(label_of(routed.with(RunChange::without_dropout)).name, "f+no-dropout+router-inputs");
   std::vector<RunVariant> v = {other,
                                variant::router_inputs_changed,
                                variant::eager,
