@@ -6,32 +6,18 @@
 #include <cstdio>
 #include <map>
 #include <ostream>
+#include <stdexcept>
 
 #include "harness/base/files.h"
 #include "harness/base/status_line.h"
-#include "harness/checks/properties.h"
+#include "harness/checks/property.h"
 #include "harness/checks/report.h"
 #include "harness/checks/scenario.h"
 #include "harness/driver/training_step.h"
-#include "harness/metrics/collector.h"
-#include "harness/metrics/metric_names.h"
 
 namespace parity::checks {
 
 namespace {
-
-// The oracle every other backend is compared with (backend_parity).
-const char* const kReferenceBackend = "reference";
-
-std::vector<std::string> code_path_faults(const std::vector<std::string>& inject, int world) {
-  std::vector<std::string> out;
-  for (const std::string& spec : inject) {
-    std::string why;
-    const std::optional<FaultSpec> f = parse_fault_spec(spec, world, &why);
-    if (f && !f->rank) out.push_back(spec);
-  }
-  return out;
-}
 
 std::string describe(const RunConfig& c) {
   std::string s = "tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) + " x dp " +
@@ -79,15 +65,6 @@ std::string secs(double s) {
   return buf;
 }
 
-// What run (a) can collect under full-iteration graphs: no forward metric
-// (replays observe nothing), the optimizer's norms (computed outside the graph).
-std::vector<std::string> parameter_metrics_of(const std::vector<std::string>& names) {
-  std::vector<std::string> out;
-  for (const std::string& n : names)
-    if (is_parameter_metric(n)) out.push_back(n);
-  return out;
-}
-
 }  // namespace
 
 std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario) {
@@ -105,77 +82,52 @@ std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario) 
   return out;
 }
 
+const PlannedRun* CheckPlan::find(RunVariant v) const {
+  for (const PlannedRun& r : runs)
+    if (r.variant == v) return &r;
+  return nullptr;
+}
+
 CheckPlan plan_check(const RunConfig& scenario) {
   CheckPlan p;
-  std::vector<std::string> metrics = scenario.metrics;
-  if (metrics.empty()) {
-    metrics = default_check_metrics();
+  p.metrics = scenario.metrics;
+  if (p.metrics.empty()) {
+    p.metrics = default_check_metrics();
     p.notes.push_back("the scenario names no metric: every residual and logit metric is checked");
   }
-  const std::vector<std::string> code_faults = code_path_faults(scenario.inject, scenario.world_size());
-  p.a = scenario;
-  p.a.report.clear();
-  p.a.trace = "(parity check)";  // any non-empty value: the rank program records a trace
-  p.a.metrics = metrics;
-  if (scenario.graphs == GraphOption::full_iteration) {
-    p.a.metrics = parameter_metrics_of(metrics);
+  if (scenario.graphs == GraphOption::full_iteration)
     p.notes.push_back(
-        "(a) runs without forward metrics: they are rejected under full-iteration graphs "
+        run_ref(variant::scenario) +
+        " runs without forward metrics: they are rejected under full-iteration graphs "
         "(contract.md section 3); its traces show the silence after the capture");
+  std::vector<RunVariant> wanted = {variant::scenario};
+  for (const Property* property : registered_properties()) {
+    for (RunVariant v : property->runs_needed(scenario))
+      if (std::find(wanted.begin(), wanted.end(), v) == wanted.end()) wanted.push_back(v);
+    const std::string note = property->plan_note(scenario);
+    if (!note.empty() && std::find(p.notes.begin(), p.notes.end(), note) == p.notes.end())
+      p.notes.push_back(note);
   }
-  p.c = p.a;
-  p.c.recompute = "none";
-  p.c.graphs = GraphOption::none;
-  p.c.graph_scope.clear();  // a scope needs per-layer graphs
-  p.c.metrics = metrics;
-  p.c.inject = code_faults;
-  if (scenario.graphs != GraphOption::none && scenario.recompute != "none") {
-    p.d = p.c;
-    p.d->recompute = scenario.recompute;
-    p.d->inject = code_faults;
-  }
-  p.b = p.c;
-  p.b.microbatches = scenario.microbatches * scenario.dp;
-  p.b.tp = p.b.cp = p.b.dp = p.b.ep = 1;
-  p.b.clear_pipeline();
-  p.b.sp = false;
-  if (scenario.dropout > 0 && scenario.world_size() > 1) {
-    p.b.dropout = 0;
-    p.e = p.c;
-    p.e->dropout = 0;
-    p.notes.push_back(
-        "dropout on " + std::to_string(scenario.world_size()) +
-        " ranks draws its masks from per-rank RNG streams (as Megatron's tracker does): "
-        "sharded_reduction compares (e), the sharding without dropout, with (b) without dropout");
-  }
-  if (scenario.backend != kReferenceBackend) {
-    p.f = p.a;
-    p.f->backend = kReferenceBackend;
-    if (scenario.dropout > 0) {
-      p.f->dropout = 0;
-      p.g = p.a;
-      p.g->dropout = 0;
-      p.notes.push_back("dropout masks come from different generators on " + scenario.backend +
-                        " and " + kReferenceBackend +
-                        ": backend_parity compares (g), the scenario without dropout, with (f), "
-                        "the same on the reference");
-    }
-  }
-  if (scenario.moe_experts >= 2 &&
-      (scenario.moe_force_routing != ForceRoutingOption::none || scenario.padding_fraction > 0)) {
-    p.h = p.a;
-    p.h->moe_force_routing = ForceRoutingOption::none;
-    if (scenario.padding_fraction > 0) p.h->padding_token_shift = 1;
+  std::stable_sort(wanted.begin(), wanted.end(), run_precedes);
+  for (RunVariant v : wanted) {
+    RunLabel label = label_of(v);
+    for (const PlannedRun& r : p.runs)
+      if (r.name == label.name)
+        throw std::logic_error("parity check: two runs named (" + label.name + "): " + r.title +
+                               "; " + label.title);
+    p.runs.push_back(
+        {v, std::move(label.name), std::move(label.title), run_config(v, scenario, p.metrics)});
   }
   return p;
 }
 
 std::string check_header(const RunConfig& scenario, const CheckPlan& plan,
                          const std::string& source) {
-  // (a) may run without metrics (full-iteration graphs) and (c) without the
-  // scenario's recompute and graphs: describe the scenario, count what is compared.
+  // The scenario's own run may go without metrics (full-iteration graphs) and
+  // the references without its recompute and graphs: describe the scenario as
+  // given, count what is compared.
   RunConfig shown = scenario;
-  shown.metrics = plan.c.metrics;
+  shown.metrics = plan.metrics;
   return "parity check (" + source + "): " + describe(shown);
 }
 
@@ -252,33 +204,13 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     return outcome;
   };
 
-  struct Planned {
-    std::string name, title;
-    RunConfig config;
-  };
-  std::vector<Planned> planned = {
-      {"a", "scenario as given", plan.a},
-      {"b", "single rank, same global batch, no recompute, no graphs", plan.b},
-      {"c", "scenario's sharding, no recompute, no graphs", plan.c},
-      {"a2", "scenario as given, again (determinism)", plan.a},
-  };
-  if (plan.d) planned.push_back({"d", "scenario's sharding and recompute, no graphs", *plan.d});
-  if (plan.e) planned.push_back({"e", "scenario's sharding, no recompute, no graphs, no dropout", *plan.e});
-  if (plan.f)
-    planned.push_back({"f",
-                       plan.g ? "scenario on the reference backend, no dropout"
-                              : "scenario on the reference backend",
-                       *plan.f});
-  if (plan.g) planned.push_back({"g", "scenario as given, no dropout", *plan.g});
-  if (plan.h)
-    planned.push_back({"h", "scenario without forced routing, padding tokens changed", *plan.h});
   std::vector<CheckRun> runs;
-  std::string alias_failure, alias_run;
-  // A rank stopped by a collective fingerprint mismatch (--check-collectives):
-  // the claim collective_symmetry makes, broken live; its FAIL, not a crash.
-  std::string mismatch_failure, mismatch_run;
-  stage.runs = planned.size();
-  for (const Planned& p : planned) {
+  // A run's failure that a property claims (prepared state aliasing an observed
+  // tensor: graph_replay's; a collective fingerprint mismatch under
+  // --check-collectives: collective_symmetry's) is its FAIL, not a crash.
+  std::optional<ClaimedFailure> claimed;
+  stage.runs = plan.runs.size();
+  for (const PlannedRun& p : plan.runs) {
     LaunchOptions run_options = options;
     if (line && line->terminal()) {
       line->update([&](std::ostream&) {
@@ -307,26 +239,10 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
     report.run_titles.emplace_back(p.name, p.title);
     report.run_seconds.push_back(result.wall_seconds);
     if (!result.ok()) {
-      // The collector's storage rule (a graph's static buffer must not be kept),
-      // in whichever run collects metrics first: graph_replay's FAIL, not a crash.
-      bool aliasing = false;
-      for (const RankFailure& f : result.failure->ranks)
-        aliasing = aliasing ||
-                   metric_failure_in(f.detail) == MetricFailure::prepared_state_aliases_observation;
-      for (const RankFailure& f : result.failure->ranks)
-        if (mismatch_failure.empty() &&
-            f.detail.find("collective mismatch on ") != std::string::npos)
-          mismatch_failure = one_line(f.detail, 300);
-      if (!aliasing && !mismatch_failure.empty()) {
-        mismatch_run = p.name;
-        say("run (" + p.name + ") " + p.title + ": FAILED (collective mismatch)");
-        break;
-      }
-      if (aliasing) {
-        alias_failure = "prepared metric state aliases an observed tensor: " +
-                        one_line(result.failure->text(), 300);
-        alias_run = p.name;
-        say("run (" + p.name + ") " + p.title + ": FAILED (aliasing)");
+      for (const Property* property : registered_properties())
+        if ((claimed = property->claim_failure(p.name, *result.failure))) break;
+      if (claimed) {
+        say("run (" + p.name + ") " + p.title + ": FAILED (" + claimed->label + ")");
         break;
       }
       outcome.failure = "parity check: run (" + p.name + ") " + p.title + " failed:\n";
@@ -356,30 +272,13 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
   }
   if (line) line->update([&](std::ostream&) { stage.properties = true; });
 
-  if (!mismatch_run.empty()) {
-    report.properties.push_back(
-        collective_symmetry_mismatch_failure(mismatch_run, mismatch_failure));
-  } else if (!alias_failure.empty()) {
-    report.properties.push_back(graph_replay_alias_failure(alias_run, alias_failure));
+  if (claimed) {
+    report.properties.push_back(std::move(claimed->result));
   } else {
-    auto run_named = [&](const char* name) -> const CheckRun* {
-      for (const CheckRun& r : runs)
-        if (r.name == name) return &r;
-      return nullptr;
-    };
-    CheckRuns view;
-    view.a = &runs[0];
-    view.b = &runs[1];
-    view.c = &runs[2];
-    view.a2 = &runs[3];
-    view.d = run_named("d");
-    view.e = run_named("e");
-    view.f = run_named("f");
-    view.g = run_named("g");
-    view.h = run_named("h");
-    for (const CheckRun& r : runs) view.all.push_back(&r);
+    CheckRuns view(scenario);
+    for (std::size_t i = 0; i < runs.size(); ++i) view.add(plan.runs[i].variant, runs[i]);
     for (const Property* property : registered_properties())
-      report.properties.push_back(property->evaluate(view, &report.metrics));
+      report.properties.push_back(evaluate_property(*property, view, &report.metrics));
   }
   bool failed = false;
   for (const PropertyResult& p : report.properties) failed = failed || p.status == Status::fail;

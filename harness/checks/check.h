@@ -1,10 +1,8 @@
 #pragma once
-// `parity check [SCENARIO.json]`: runs the scenario (a), the same global batch
-// on a single rank with no recompute and no graphs (b), the scenario's
-// sharding with recompute and graphs off (c) and (a) again (and, on a backend
-// other than the reference, the scenario on the reference (f)), then evaluates the
-// properties of contract.md section 5 that apply on this backend
-// (properties.h) and prints/writes the report (report.h). docs/cli.md,
+// `parity check [SCENARIO.json]`: runs the scenario and every run its
+// registered properties need for it (property.h; the runs by what they change,
+// run_plan.h), each once, then evaluates the properties of contract.md
+// section 5 and prints/writes the report (report.h). docs/cli.md,
 // docs/properties.md, docs/report-schema.md.
 //
 // execute_check runs and evaluates (no printing but optional progress lines):
@@ -18,38 +16,40 @@
 #include <vector>
 
 #include "harness/checks/report.h"
+#include "harness/checks/run_plan.h"
 #include "harness/config/launch_mapping.h"
 #include "harness/config/run_config.h"
 #include "harness/runtime/failure_report.h"
 
 namespace parity::checks {
 
+// One run of a check: what it is (run_plan.h), its report name and title, and
+// what it launches.
+struct PlannedRun {
+  RunVariant variant;
+  std::string name, title;
+  RunConfig config;
+};
+
 struct CheckPlan {
-  RunConfig a, b, c;
-  // (d): the scenario with graphs off and its recompute kept, graph_replay's
-  // reference when (a) has both graphs and recompute (else (c) serves).
-  std::optional<RunConfig> d;
-  // (e): the scenario's sharding like (c) but without dropout, sharded_reduction's
-  // sharded side when the scenario has dropout on more than one rank: masks come
-  // from per-rank RNG streams (Megatron's tracker), so a sharded run with dropout
-  // is a different computation from one rank's. (b) then runs without dropout too.
-  std::optional<RunConfig> e;
-  // (f): the scenario on the reference backend, backend_parity's reference when
-  // the scenario names another backend; without dropout when the scenario has
-  // dropout (the backends' generators draw different masks), and then
-  // (g): the scenario on its own backend without dropout, the side compared.
-  std::optional<RunConfig> f, g;
-  // (h): MoE with forced routing or padding: (a) without forcing and with the
-  // padding tokens' ids shifted, router_invariance's other side.
-  std::optional<RunConfig> h;
-  std::vector<std::string> notes;  // e.g. why (a) runs without metrics
+  // What the check compares: the scenario's metrics, or every residual and
+  // logit metric when it names none.
+  std::vector<std::string> metrics;
+  // The scenario's own run, then every run a registered property needs for
+  // this scenario, each once, in run_precedes' order.
+  std::vector<PlannedRun> runs;
+  // Why a run differs from what one would expect (the scenario's run without
+  // forward metrics), the planner's and the properties' (Property::plan_note).
+  std::vector<std::string> notes;
+  const PlannedRun* find(RunVariant v) const;  // nullptr: not planned
 };
 // validate_run_config as parity check applies it: under full-iteration graphs
 // (a) runs without metrics (the eager references collect them), so only the
 // metric names are checked there. Empty = a scenario parity check accepts.
 std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario);
 
-// The run configs for a validated scenario.
+// The runs for a validated scenario. Throws std::logic_error when two
+// variants share a report name (a table error in run_plan.cpp).
 CheckPlan plan_check(const RunConfig& scenario);
 
 // The first line parity check prints: the scenario as given (never one of
@@ -105,10 +105,10 @@ struct CheckOutcome {
   const PropertyResult* property(const std::string& name) const;
 };
 
-// Runs (a), (b), (c), (a2) [and (d)] and evaluates every property. `progress`
-// (when given) receives the header, the notes and one line per finished run;
-// with `terminal` also a progress line (harness/base/status_line.h: the run
-// and its steps done, then the property stage), erased before it returns.
+// Runs plan_check's runs and evaluates every property. `progress` (when
+// given) receives the header, the notes and one line per finished run; with
+// `terminal` also a progress line (harness/base/status_line.h: the run and its
+// steps done, then the property stage), erased before it returns.
 // Never writes scenario.report (run_check does).
 CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
                            const LaunchOptions& options = {}, std::ostream* progress = nullptr,
@@ -136,7 +136,8 @@ struct BaselineInput {
 // baseline when one is given; property_failed otherwise;
 // bad_report: a report that cannot be written; rank_failure: a run failed
 // (other than prepared state aliasing an observed tensor, which is
-// graph_replay's FAIL). A SKIP prints how to make the property compare.
+// graph_replay's FAIL, or a collective mismatch, collective_symmetry's:
+// both by the ranks' typed causes). A SKIP prints how to make the property compare.
 // `terminal`: `out` is a terminal, for the progress line (execute_check).
 CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std::ostream& out,
                        std::ostream& err, const LaunchOptions& options = {},

@@ -2,8 +2,8 @@
 // The cross-checks of contract.md section 5 that parity check evaluates
 // (scope_semantics is the property suite's; megatron_conformance tools/megatron's),
 // as pure functions over runs read back by parity check (run_data.h),
-// one file each under harness/checks/properties/ (each also registers a
-// Property: property.h). docs/properties.md says what each compares and with
+// one file each under harness/checks/properties/ (each also registers its
+// Property there: property.h). docs/properties.md says what each compares and with
 // which tolerance (tolerance.h: the one rule).
 #include <string>
 #include <vector>
@@ -42,7 +42,7 @@ std::string site_count_rule(const RunConfig& c);  // "6 per layer + the logits"
 
 // Counts: every (rank, step, microbatch, site, phase) observed as often as the
 // scenario's graph phases say. Order: a run with recompute or graphs is compared
-// with a run of `runs` with its sharding and neither (the reference, (c)): per
+// with a run of `runs` with its sharding and neither (the reference): per
 // rank, step and microbatch, the sites observed in eager/record phase come in the
 // reference's order (restricted to the sites the graphs leave observable), and
 // without recompute with the reference's grad mode (a checkpointed forward is
@@ -54,14 +54,14 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs);
 // SKIPs without recompute, and under full-iteration graphs with graph warmup 0
 // (every step is captured or replayed, both bypass checkpoints: nothing recomputes).
 PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c);
-// Every metric of each run in `sharded` against `single` (b); rows receives
+// Every metric of each run in `sharded` against `single` (the single-rank run); rows receives
 // every comparison. SKIPs when no metric value was compared.
 PropertyResult check_sharded_reduction(const CheckRun& single,
                                        const std::vector<const CheckRun*>& sharded,
                                        std::vector<MetricComparison>* rows);
-// `c` is the eager reference with the same recompute as `a` (run (d), or (c)
-// when a has no recompute). SKIPs without graphs and without a step after the
-// capture (per-layer: steps < 2; full-iteration: steps <= graph-warmup + 1).
+// `c` is the eager reference with the same recompute as `a` (graphs off,
+// recompute kept). SKIPs without graphs and without a step after the capture
+// (per-layer: steps < 2; full-iteration: steps <= graph-warmup + 1).
 PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c);
 // `alias_failure`: a rank failure that reported prepared metric state aliasing
 // an observed tensor, in run `run` (graph_replay's FAIL; no other property is
@@ -74,9 +74,10 @@ PropertyResult graph_replay_alias_failure(const std::string& run, const std::str
 // values. SKIPs when nothing was compared.
 PropertyResult check_backend_parity(const CheckRun& side, const CheckRun& reference);
 PropertyResult check_determinism(const CheckRun& a, const CheckRun& again);
-// MoE: (h) is (a) without forced routing and with the padding tokens' ids
-// shifted; the router sites those cannot reach are bitwise equal in step 0.
-// SKIPs without MoE layers, and without forcing and padding (no (h)).
+// MoE: `h` is `a` without forced routing and with the padding tokens' ids
+// shifted (variant::router_inputs_changed); the router sites those cannot
+// reach are bitwise equal in step 0. SKIPs without MoE layers, and without
+// forcing and padding (no `h`).
 PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h);
 // collective_symmetry's FAIL when run `run` stopped on a collective fingerprint
 // mismatch (--check-collectives), the only property then evaluated.
@@ -91,23 +92,11 @@ PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& run
 // have identical digests at every step. SKIPs when no parameter has two copies.
 PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& runs);
 
-// `sharded` (the scenario's runs) against `single` (b): each step's loss and
+// `sharded` (the scenario's runs) against `single` (the single-rank run): each step's loss and
 // each parameter's whole-gradient L2 norm (its pieces' norms combined: one copy
 // per TP shard, a replica once) within the metric tolerance. SKIPs without a
 // sharded run.
 PropertyResult check_sharded_gradients(const CheckRun& single,
                                        const std::vector<const CheckRun*>& sharded);
-
-// The registered Property of each (registry.cpp lists them in report order).
-const Property& exactly_once_property();
-const Property& recompute_invariance_property();
-const Property& sharded_reduction_property();
-const Property& graph_replay_property();
-const Property& backend_parity_property();
-const Property& determinism_property();
-const Property& collective_symmetry_property();
-const Property& router_invariance_property();
-const Property& replica_consistency_property();
-const Property& sharded_gradients_property();
 
 }  // namespace parity::checks

@@ -20,12 +20,6 @@ std::string_view failure_tag(MetricFailure kind) {
 MetricFailureError::MetricFailureError(MetricFailure kind, const std::string& what)
     : std::logic_error(std::string(failure_tag(kind)) + " " + what), kind_(kind) {}
 
-std::optional<MetricFailure> metric_failure_in(const std::string& text) {
-  for (MetricFailure kind : {MetricFailure::prepared_state_aliases_observation})
-    if (text.find(failure_tag(kind)) != std::string::npos) return kind;
-  return std::nullopt;
-}
-
 bool counts_for_step(const ExecutionPoint& point) {
   if (point.step < 0) return false;
   switch (point.phase) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "harness/backend/backend.h"
+#include "harness/base/error_kind.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric.h"
 #include "harness/observation/execution_point.h"
@@ -36,25 +37,24 @@
 
 namespace parity {
 
-// The failures the collector reports by kind (not by message): a rank failure
-// crosses threads and processes as text, so the kind travels as a tag at the
-// start of the message and metric_failure_in() reads it back.
+// The failures the collector reports by kind (not by message): the runtime
+// carries a KindedError's kind with the rank's failure (RankFailure::error_kind),
+// and the message starts with the same tag for people.
 enum class MetricFailure {
   // A metric's prepared state shares storage with the observed tensor (a
   // graph's static buffer would overwrite it: contract.md section 3).
   prepared_state_aliases_observation,
 };
 std::string_view failure_tag(MetricFailure kind);  // "[prepared-state-aliases-observation]"
-class MetricFailureError : public std::logic_error {
+class MetricFailureError : public std::logic_error, public KindedError {
  public:
   MetricFailureError(MetricFailure kind, const std::string& what);  // what: without the tag
   MetricFailure kind() const { return kind_; }
+  std::string_view error_kind() const noexcept override { return failure_tag(kind_); }
 
  private:
   MetricFailure kind_;
 };
-// The kind of a MetricFailureError whose message is (or is inside) `text`.
-std::optional<MetricFailure> metric_failure_in(const std::string& text);
 
 // True when an observation at `point` belongs to a step's result.
 bool counts_for_step(const ExecutionPoint& point);

@@ -25,6 +25,18 @@ std::string_view to_string(RankFailureKind kind) {
   return "?";
 }
 
+std::string_view to_string(ThrownError thrown) {
+  switch (thrown) {
+    case ThrownError::other:
+      return "other";
+    case ThrownError::collective_mismatch:
+      return "collective_mismatch";
+    case ThrownError::collective_timeout:
+      return "collective_timeout";
+  }
+  return "?";
+}
+
 std::string describe_signal(int signal) {
   static const std::map<int, const char*> names = {
       {SIGABRT, "SIGABRT"}, {SIGSEGV, "SIGSEGV"}, {SIGKILL, "SIGKILL"}, {SIGTERM, "SIGTERM"},

@@ -31,6 +31,16 @@ enum class RankFailureKind {
 };
 std::string_view to_string(RankFailureKind kind);
 
+// What a rank that threw threw, by the exception's type: caught by type where
+// the rank ended (rank_body.cpp) and carried as a field across threads and
+// processes, so that nothing reads it back from `detail`'s text.
+enum class ThrownError {
+  other,                // an exception of no type below
+  collective_mismatch,  // CollectiveMismatch: the group's calls differ (--check-collectives)
+  collective_timeout,   // CollectiveTimeout: a collective did not complete within the timeout
+};
+std::string_view to_string(ThrownError thrown);  // "other", "collective_mismatch", ...
+
 struct RankFailure {
   int rank = -1;
   RankCoordinates coordinates;
@@ -42,6 +52,10 @@ struct RankFailure {
   // The step loop's last heartbeat (describe(StepPoint)); "" = it never beat.
   std::string last_step_point;
   double seconds = 0;  // since the launch started
+  // kind threw: what it threw, and the kind an exception that names one gave
+  // (harness/base/error_kind.h; "" otherwise).
+  ThrownError thrown = ThrownError::other;
+  std::string error_kind;
 };
 
 // One line, as above.

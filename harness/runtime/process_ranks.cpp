@@ -56,6 +56,13 @@ std::string self_executable() {
   return buf;
 }
 
+// The worker's to_string(ThrownError) read back.
+ThrownError thrown_error_named(const std::string& name) {
+  for (ThrownError t : {ThrownError::collective_mismatch, ThrownError::collective_timeout})
+    if (name == to_string(t)) return t;
+  return ThrownError::other;
+}
+
 void apply_worker_file(Slot& slot, const std::string& dir) {
   const std::optional<std::string> text = files::read(result_path(dir, slot.rank));
   if (!text) return;
@@ -69,7 +76,8 @@ void apply_worker_file(Slot& slot, const std::string& dir) {
       slot.end.outcome = outcome == "cancelled" ? Outcome::cancelled : Outcome::threw;
       slot.end.error = j.value("error", "");
       slot.end.in_collective = j.value("in_collective", false);
-      slot.end.mismatch = j.value("mismatch", false);
+      slot.end.thrown = thrown_error_named(j.value("thrown", ""));
+      slot.end.error_kind = j.value("error_kind", "");
     }
   } catch (const std::exception& e) {
     slot.end.outcome = Outcome::exited;

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "harness/base/error_kind.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/communicator.h"
@@ -98,10 +99,11 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
   single_intra_op_thread();            // this rank's thread: see there
   RankStatusScope this_rank(&status);  // GraphCaptureScope finds it here
   RankEnd end;
-  auto failed = [&](const std::string& message, bool mismatch) {
+  auto failed = [&](const std::string& message, ThrownError thrown, const KindedError* kinded) {
     end.outcome = Outcome::threw;
     end.error = one_line(message);
-    end.mismatch = mismatch;
+    end.thrown = thrown;
+    if (kinded) end.error_kind = std::string(kinded->error_kind());
     // The communicator leaves a collective only when it completed.
     end.in_collective = status.state() == RankState::in_collective;
     status.set_error(end.error);
@@ -155,12 +157,15 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
     end.outcome = Outcome::cancelled;
     end.in_collective = status.state() == RankState::in_collective;
   } catch (const CollectiveMismatch& e) {
-    failed(e.what(), true);
+    failed(e.what(), ThrownError::collective_mismatch, nullptr);
   } catch (const std::exception& e) {
     // c10::Error's what() carries a C++ backtrace: the message alone, one line.
-    failed(out_of_memory_text(c10_error_text(e)), false);
+    failed(out_of_memory_text(c10_error_text(e)),
+           dynamic_cast<const CollectiveTimeout*>(&e) ? ThrownError::collective_timeout
+                                                      : ThrownError::other,
+           dynamic_cast<const KindedError*>(&e));
   } catch (...) {
-    failed("unknown exception (not a std::exception)", false);
+    failed("unknown exception (not a std::exception)", ThrownError::other, nullptr);
   }
   return end;
 }

@@ -25,7 +25,8 @@ struct RankEnd {
   Outcome outcome = Outcome::running;
   std::string error;
   bool in_collective = false;
-  bool mismatch = false;
+  ThrownError thrown = ThrownError::other;  // Outcome::threw: by the exception's type
+  std::string error_kind;                   // a KindedError's kind
   nlohmann::json result;
   int signal = 0;     // processes: the signal that ended the worker
   int exit_code = 0;  // processes: an unexpected exit code

@@ -79,7 +79,8 @@ int run_rank_worker(int argc, char** argv) {
     j["outcome"] = end.outcome == Outcome::cancelled ? "cancelled" : "threw";
     j["error"] = end.error;
     j["in_collective"] = end.in_collective;
-    j["mismatch"] = end.mismatch;
+    j["thrown"] = std::string(to_string(end.thrown));
+    j["error_kind"] = end.error_kind;
   }
   int code = end.outcome == Outcome::ok ? 0 : 3;
   try {

@@ -62,9 +62,11 @@ RankFailure classify_rank(const Slot& s, const ParallelTopology& topology, doubl
     case Outcome::threw:
       f.kind = RankFailureKind::threw;
       f.detail = s.end.error;
+      f.thrown = s.end.thrown;
+      f.error_kind = s.end.error_kind;
       // Failing inside a collective (peer gone, timeout) is what a victim does;
       // a fingerprint mismatch is a culprit.
-      f.victim = s.end.in_collective && !s.end.mismatch;
+      f.victim = s.end.in_collective && s.end.thrown != ThrownError::collective_mismatch;
       break;
     case Outcome::exited:
       f.kind = RankFailureKind::exited;

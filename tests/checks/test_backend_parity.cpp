@@ -65,17 +65,23 @@ RunConfig small_scenario(const std::string& backend) {
 TEST(BackendParityPlan, AnotherBackendAddsTheReferenceRun) {
   RunConfig c = small_scenario("cuda");
   CheckPlan plan = plan_check(c);
-  ASSERT_TRUE(plan.f.has_value());
-  EXPECT_EQ(plan.f->backend, "reference");
-  EXPECT_EQ(plan.f->graphs, GraphOption::per_layer);  // the same scenario, on the reference
-  EXPECT_FALSE(plan.g.has_value());
+  const PlannedRun* f = plan.find(variant::reference_backend);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->name, "f");
+  EXPECT_EQ(f->config.backend, "reference");
+  EXPECT_EQ(f->config.graphs, GraphOption::per_layer);  // the same scenario, on the reference
+  EXPECT_EQ(plan.find(variant::without_dropout), nullptr);
   c.dropout = 0.1;
   plan = plan_check(c);
-  ASSERT_TRUE(plan.f && plan.g);
-  EXPECT_EQ(plan.f->dropout, 0.0);
-  EXPECT_EQ(plan.g->dropout, 0.0);
-  EXPECT_EQ(plan.g->backend, "cuda");
-  EXPECT_FALSE(plan_check(small_scenario("reference")).f.has_value());
+  f = plan.find(variant::reference_backend_without_dropout);
+  const PlannedRun* g = plan.find(variant::without_dropout);
+  ASSERT_TRUE(f && g);
+  EXPECT_EQ(f->name, "f");
+  EXPECT_EQ(g->name, "g");
+  EXPECT_EQ(f->config.dropout, 0.0);
+  EXPECT_EQ(g->config.dropout, 0.0);
+  EXPECT_EQ(g->config.backend, "cuda");
+  EXPECT_EQ(plan_check(small_scenario("reference")).find(variant::reference_backend), nullptr);
 }
 
 TEST(BackendParity, SkipsOnTheReferenceBackend) {

@@ -237,20 +237,23 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
 TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
   RunConfig s = checks::default_check_scenario();
   s.dropout = 0.1;
+  namespace variant = checks::variant;
   checks::CheckPlan plan = checks::plan_check(s);
-  ASSERT_TRUE(plan.e.has_value());
-  EXPECT_EQ(plan.e->dropout, 0.0);
-  EXPECT_EQ(plan.b.dropout, 0.0);
-  EXPECT_EQ(plan.a.dropout, 0.1);
-  EXPECT_EQ(plan.c.dropout, 0.1);  // recompute_invariance keeps the masks
-  EXPECT_EQ(plan.e->tp, s.tp);
-  EXPECT_EQ(plan.e->recompute, "none");
+  const checks::PlannedRun* e = plan.find(variant::eager_without_recompute_or_dropout);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->config.dropout, 0.0);
+  EXPECT_EQ(plan.find(variant::single_rank)->config.dropout, 0.0);
+  EXPECT_EQ(plan.find(variant::scenario)->config.dropout, 0.1);
+  // recompute_invariance keeps the masks
+  EXPECT_EQ(plan.find(variant::eager_without_recompute)->config.dropout, 0.1);
+  EXPECT_EQ(e->config.tp, s.tp);
+  EXPECT_EQ(e->config.recompute, "none");
 
   s.tp = s.cp = s.dp = 1;
   s.sp = false;
   plan = checks::plan_check(s);
-  EXPECT_FALSE(plan.e.has_value());
-  EXPECT_EQ(plan.b.dropout, 0.1);
+  EXPECT_EQ(plan.find(variant::eager_without_recompute_or_dropout), nullptr);
+  EXPECT_EQ(plan.find(variant::single_rank)->config.dropout, 0.1);
 
   // End to end: tp 2 with dropout passes, sharded_reduction on (e) vs (b).
   const std::vector<std::string> flags = {"check", "--tp", "2", "--cp", "1", "--dp", "1",
@@ -287,12 +290,12 @@ TEST(CheckHeader, DescribesTheScenarioAsGiven) {
   RunConfig s = checks::default_check_scenario();
   s.graphs = GraphOption::full_iteration;
   const checks::CheckPlan plan = checks::plan_check(s);
-  ASSERT_TRUE(plan.a.metrics.empty());
+  ASSERT_TRUE(plan.find(checks::variant::scenario)->config.metrics.empty());
   const std::string header = checks::check_header(s, plan, "embedded default");
   EXPECT_NE(header.find("recompute " + s.recompute + ", graphs full-iteration (warmup 1)"),
             std::string::npos)
       << header;
-  EXPECT_NE(header.find(std::to_string(plan.c.metrics.size()) + " metric(s)"), std::string::npos)
+  EXPECT_NE(header.find(std::to_string(plan.metrics.size()) + " metric(s)"), std::string::npos)
       << header;
   EXPECT_EQ(header.find("graphs none"), std::string::npos) << header;
 }

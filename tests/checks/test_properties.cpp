@@ -394,16 +394,6 @@ TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
   EXPECT_NE(p.reason.find("shares storage with the accumulator"), std::string::npos) << p.reason;
 }
 
-// The registry lists every property once, in report order.
-TEST(Properties, TheRegistryListsEveryPropertyInReportOrder) {
-  std::vector<std::string> names;
-  for (const Property* p : registered_properties()) names.emplace_back(p->name());
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "exactly_once", "recompute_invariance", "sharded_reduction", "graph_replay",
-                       "backend_parity", "determinism", "collective_symmetry", "router_invariance",
-                       "replica_consistency", "sharded_gradients"}));
-}
-
 // replica_consistency on a hand-built tp 2 x dp 2 run: a TP shard's copies are
 // the ranks with the same TP rank, a TP replica's copies are every rank.
 // A hand-built tp 2 x dp 2 run (a), one step, holding a TP-replicated

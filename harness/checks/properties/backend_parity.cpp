@@ -157,6 +157,17 @@ PropertyResult check_backend_parity(const CheckRun& side, const CheckRun& refere
 }
 
 namespace {
+
+// With dropout both sides run without it: the backends' generators draw
+// different masks.
+RunVariant reference_run(const RunConfig& scenario) {
+  return scenario.dropout > 0 ? variant::reference_backend_without_dropout
+                              : variant::reference_backend;
+}
+RunVariant compared_run(const RunConfig& scenario) {
+  return scenario.dropout > 0 ? variant::without_dropout : variant::scenario;
+}
+
 class BackendParity final : public Property {
  public:
   std::string_view name() const override { return "backend_parity"; }
@@ -165,17 +176,29 @@ class BackendParity final : public Property {
            "the backend tolerance";
   }
   std::string_view needs() const override { return "--backend other than reference (e.g. cuda)"; }
+  std::vector<RunVariant> runs_needed(const RunConfig& scenario) const override {
+    if (scenario.backend == kReferenceBackend) return {};
+    return {reference_run(scenario), compared_run(scenario)};
+  }
+  std::string plan_note(const RunConfig& scenario) const override {
+    if (scenario.backend == kReferenceBackend || !(scenario.dropout > 0)) return "";
+    return "dropout masks come from different generators on " + scenario.backend + " and " +
+           kReferenceBackend + ": backend_parity compares " + run_ref(variant::without_dropout) +
+           ", the scenario without dropout, with " +
+           run_ref(variant::reference_backend_without_dropout) + ", the same on the reference";
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    if (!runs.f) {
+    const RunConfig& scenario = runs.scenario();
+    if (scenario.backend == kReferenceBackend) {
       PropertyResult p = make("backend_parity", "");
       return skip(p,
                   "the scenario runs on the reference backend, the oracle the other backends "
                   "are compared with",
                   "use --backend cuda (a build with the CUDA backend, on a machine with a GPU)");
     }
-    // (g) exists when dropout is on: masks differ by generator, so both run without it.
-    PropertyResult p = check_backend_parity(runs.g ? *runs.g : *runs.a, *runs.f);
-    if (runs.g && p.status != Status::skip)
+    PropertyResult p =
+        check_backend_parity(runs.at(compared_run(scenario)), runs.at(reference_run(scenario)));
+    if (scenario.dropout > 0 && p.status != Status::skip)
       p.note += (p.note.empty() ? "" : "; ") +
                 std::string("compared without dropout (the backends draw different masks)");
     return p;
@@ -183,9 +206,6 @@ class BackendParity final : public Property {
 };
 }  // namespace
 
-const Property& backend_parity_property() {
-  static const BackendParity property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(BackendParity, 5)
 
 }  // namespace parity::checks

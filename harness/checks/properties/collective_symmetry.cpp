@@ -102,15 +102,24 @@ class CollectiveSymmetry final : public Property {
   std::string_view needs() const override {
     return "a group of two or more ranks (--tp, --cp or --dp > 1)";
   }
+  // Every run the others need: it compares each run's own groups.
+  std::vector<RunVariant> runs_needed(const RunConfig&) const override { return {}; }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    return check_collective_symmetry(runs.all);
+    return check_collective_symmetry(runs.all());
+  }
+  std::optional<ClaimedFailure> claim_failure(const std::string& run,
+                                              const FailureReport& failure) const override {
+    // A rank stopped by a fingerprint mismatch (--check-collectives): the claim
+    // this property makes, broken live.
+    for (const RankFailure& f : failure.ranks)
+      if (f.thrown == ThrownError::collective_mismatch)
+        return ClaimedFailure{"collective mismatch",
+                              collective_symmetry_mismatch_failure(run, one_line(f.detail, 300))};
+    return std::nullopt;
   }
 };
 }  // namespace
 
-const Property& collective_symmetry_property() {
-  static const CollectiveSymmetry property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(CollectiveSymmetry, 7)
 
 }  // namespace parity::checks

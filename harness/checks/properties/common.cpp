@@ -148,6 +148,11 @@ std::string run_list(const std::vector<const CheckRun*>& runs) {
   return out;
 }
 
+std::vector<RunVariant> sharded_runs(const RunConfig& scenario) {
+  if (dropout_on_many_ranks(scenario)) return {variant::eager_without_recompute_or_dropout};
+  return {variant::scenario, variant::eager_without_recompute};
+}
+
 std::map<ObsKey, std::string> step_digests(const CheckRun& run) {
   std::map<ObsKey, std::string> out;
   for (const RankRun& r : run.ranks)

@@ -20,6 +20,12 @@ inline constexpr const char* kParameterMetricKind = "parameters";
 std::string metric_kind(const std::string& metric);
 std::string run_list(const std::vector<const CheckRun*>& runs);  // "(a), (b), (c)"
 
+// The sharded runs compared with the single-rank run (sharded_reduction,
+// sharded_gradients): the scenario and its eager run without recompute; with
+// dropout on several ranks (per-rank masks: not one rank's computation) the
+// sharding without recompute, graphs or dropout instead.
+std::vector<RunVariant> sharded_runs(const RunConfig& scenario);
+
 using ObsKey = std::tuple<int, std::int64_t, std::int64_t, std::string>;  // rank, step, mb, site
 // Step observations (eager/record) by (rank, step, microbatch, site) -> digest.
 std::map<ObsKey, std::string> step_digests(const CheckRun& run);

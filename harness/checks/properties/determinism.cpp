@@ -43,15 +43,15 @@ class Determinism final : public Property {
     return "the scenario run twice gives byte-identical rank results";
   }
   std::string_view needs() const override { return "nothing: every run compares"; }
+  std::vector<RunVariant> runs_needed(const RunConfig&) const override {
+    return {variant::scenario_again};
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    return check_determinism(*runs.a, *runs.a2);
+    return check_determinism(runs.at(variant::scenario), runs.at(variant::scenario_again));
   }
 };
 }  // namespace
 
-const Property& determinism_property() {
-  static const Determinism property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(Determinism, 6)
 
 }  // namespace parity::checks

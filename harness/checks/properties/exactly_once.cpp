@@ -211,15 +211,16 @@ class ExactlyOnce final : public Property {
            "grad mode; residual contributions without autograd";
   }
   std::string_view needs() const override { return "nothing: every run compares"; }
+  std::vector<RunVariant> runs_needed(const RunConfig&) const override {
+    return {variant::single_rank, variant::eager_without_recompute};
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    return check_exactly_once({runs.a, runs.b, runs.c});
+    return check_exactly_once({&runs.at(variant::scenario), &runs.at(variant::single_rank),
+                               &runs.at(variant::eager_without_recompute)});
   }
 };
 }  // namespace
 
-const Property& exactly_once_property() {
-  static const ExactlyOnce property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(ExactlyOnce, 1)
 
 }  // namespace parity::checks

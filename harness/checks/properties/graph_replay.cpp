@@ -2,6 +2,7 @@
 // outside graphed regions and nothing inside; full-iteration graphs observe
 // nothing after the capture; no prepared state aliases a static buffer.
 #include "harness/checks/properties/common.h"
+#include "harness/metrics/collector.h"
 
 namespace parity::checks {
 
@@ -116,6 +117,16 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
 }
 
 namespace {
+
+// The eager run graph_replay compares with: with the scenario's recompute when
+// it has graphs and recompute (replays bypass checkpoints, eager runs do not),
+// else without.
+RunVariant eager_reference(const RunConfig& scenario) {
+  return scenario.graphs != GraphOption::none && scenario.recompute != "none"
+             ? variant::eager
+             : variant::eager_without_recompute;
+}
+
 class GraphReplay final : public Property {
  public:
   std::string_view name() const override { return "graph_replay"; }
@@ -127,16 +138,30 @@ class GraphReplay final : public Property {
     return "--graphs per-layer with --steps >= 2, or full-iteration with --steps >= graph-warmup + "
            "2";
   }
+  std::vector<RunVariant> runs_needed(const RunConfig& scenario) const override {
+    return {eager_reference(scenario)};
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    // (d) keeps the scenario's recompute: replays bypass checkpoints, eager runs do not.
-    return check_graph_replay(*runs.a, runs.d ? *runs.d : *runs.c);
+    return check_graph_replay(runs.at(variant::scenario),
+                              runs.at(eager_reference(runs.scenario())));
+  }
+  std::optional<ClaimedFailure> claim_failure(const std::string& run,
+                                              const FailureReport& failure) const override {
+    // The collector's storage rule (a graph's static buffer must not be kept),
+    // in whichever run collects metrics first.
+    const std::string_view aliasing =
+        failure_tag(MetricFailure::prepared_state_aliases_observation);
+    for (const RankFailure& f : failure.ranks)
+      if (f.error_kind == aliasing) {
+        const std::string why =
+            "prepared metric state aliases an observed tensor: " + one_line(failure.text(), 300);
+        return ClaimedFailure{"aliasing", graph_replay_alias_failure(run, why)};
+      }
+    return std::nullopt;
   }
 };
 }  // namespace
 
-const Property& graph_replay_property() {
-  static const GraphReplay property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(GraphReplay, 4)
 
 }  // namespace parity::checks

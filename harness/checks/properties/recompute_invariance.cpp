@@ -91,15 +91,16 @@ class RecomputeInvariance final : public Property {
   std::string_view needs() const override {
     return "--recompute (and, under full-iteration graphs, --graph-warmup >= 1)";
   }
+  std::vector<RunVariant> runs_needed(const RunConfig&) const override {
+    return {variant::eager_without_recompute};
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    return check_recompute_invariance(*runs.a, *runs.c);
+    return check_recompute_invariance(runs.at(variant::scenario),
+                                      runs.at(variant::eager_without_recompute));
   }
 };
 }  // namespace
 
-const Property& recompute_invariance_property() {
-  static const RecomputeInvariance property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(RecomputeInvariance, 2)
 
 }  // namespace parity::checks

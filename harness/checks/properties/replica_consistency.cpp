@@ -71,15 +71,14 @@ class ReplicaConsistency final : public Property {
   std::string_view needs() const override {
     return "a parameter held by two ranks (--tp, --cp or --dp > 1)";
   }
+  // Every run the others need: it compares each run's own replicas.
+  std::vector<RunVariant> runs_needed(const RunConfig&) const override { return {}; }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    return check_replica_consistency(runs.all);
+    return check_replica_consistency(runs.all());
   }
 };
 }  // namespace
 
-const Property& replica_consistency_property() {
-  static const ReplicaConsistency property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(ReplicaConsistency, 9)
 
 }  // namespace parity::checks

@@ -1,8 +1,9 @@
 // router_invariance: what the router observes depends on the model and the
-// valid tokens only (megatron-reference section 7, items 4 and 5). Run (h) is
-// (a) without forced routing and with every padding token's id shifted
-// (--padding-token-shift): in step 0 (identical weights) the first MoE layer's
-// router sites must be bitwise identical to (a)'s: that router sees the same
+// valid tokens only (megatron-reference section 7, items 4 and 5). The run
+// variant::router_inputs_changed is the scenario without forced routing and
+// with every padding token's id shifted (--padding-token-shift): in step 0
+// (identical weights) the first MoE layer's router sites must be bitwise
+// identical to the scenario's: that router sees the same
 // valid tokens through the same computation (causal attention never looks at
 // the trailing padding). Later layers are not compared: forcing changes the
 // routed experts, capacity lets padding displace valid tokens, and even
@@ -13,7 +14,7 @@
 // NVIDIA/Megatron-LM #1984): the first MoE layer's z-loss in step 0 (on the
 // router's own logits, so also under forcing) and, without forcing, its
 // load-balancing loss and, dropless, its expert load must be bitwise equal in
-// (a) and (h): padding tokens weigh nothing in any of them.
+// both runs: padding tokens weigh nothing in any of them.
 #include <cmath>
 
 #include "harness/checks/properties/common.h"
@@ -34,7 +35,7 @@ bool router_site(const std::string& site) {
   return false;
 }
 
-// The logged statistics of `layer` in step 0 that (h) must reproduce bitwise.
+// The logged statistics of `layer` in step 0 that `h` must reproduce bitwise.
 std::int64_t compare_logged_statistics(const CheckRun& a, const CheckRun& h,
                                        const std::string& layer, PropertyResult& p) {
   if (a.ranks.empty() || h.ranks.empty() || a.ranks[0].steps.empty() || h.ranks[0].steps.empty())
@@ -65,7 +66,8 @@ std::int64_t compare_logged_statistics(const CheckRun& a, const CheckRun& h,
 }  // namespace
 
 PropertyResult check_router_invariance(const CheckRun& a, const CheckRun* h) {
-  PropertyResult p = make("router_invariance", "(" + a.name + ") vs (h)");
+  PropertyResult p =
+      make("router_invariance", "(" + a.name + ") vs " + run_ref(variant::router_inputs_changed));
   const RunConfig& c = a.config;
   if (c.moe_experts < 2) return skip(p, "the model has no MoE layer", "add --moe-experts 4");
   if (!h)
@@ -101,15 +103,19 @@ class RouterInvariance final : public Property {
   std::string_view needs() const override {
     return "--moe-experts with --moe-force-routing or --padding-fraction > 0";
   }
+  std::vector<RunVariant> runs_needed(const RunConfig& scenario) const override {
+    if (scenario.moe_experts >= 2 &&
+        (scenario.moe_force_routing != ForceRoutingOption::none || scenario.padding_fraction > 0))
+      return {variant::router_inputs_changed};
+    return {};
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    return check_router_invariance(*runs.a, runs.h);
+    return check_router_invariance(runs.at(variant::scenario),
+                                   runs.find(variant::router_inputs_changed));
   }
 };
 }  // namespace
 
-const Property& router_invariance_property() {
-  static const RouterInvariance property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(RouterInvariance, 8)
 
 }  // namespace parity::checks

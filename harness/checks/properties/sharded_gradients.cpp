@@ -97,17 +97,19 @@ class ShardedGradients final : public Property {
     return "each step's loss and each parameter's whole gradient norm equal the single-rank run's";
   }
   std::string_view needs() const override { return "a sharded run (--tp, --cp or --dp > 1)"; }
+  std::vector<RunVariant> runs_needed(const RunConfig& scenario) const override {
+    std::vector<RunVariant> out = sharded_runs(scenario);
+    out.push_back(variant::single_rank);
+    return out;
+  }
   PropertyResult evaluate(const CheckRuns& runs, std::vector<MetricComparison>*) const override {
-    // (e) exists when dropout makes the sharded runs a different computation.
-    return check_sharded_gradients(*runs.b, runs.e ? std::vector<const CheckRun*>{runs.e}
-                                                   : std::vector<const CheckRun*>{runs.a, runs.c});
+    std::vector<const CheckRun*> sharded;
+    for (RunVariant v : sharded_runs(runs.scenario())) sharded.push_back(&runs.at(v));
+    return check_sharded_gradients(runs.at(variant::single_rank), sharded);
   }
 };
 }  // namespace
 
-const Property& sharded_gradients_property() {
-  static const ShardedGradients property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(ShardedGradients, 10)
 
 }  // namespace parity::checks

@@ -121,20 +121,29 @@ class ShardedReduction final : public Property {
   std::string_view needs() const override {
     return "--metrics (parity check collects every residual and logit metric when none is named)";
   }
+  std::vector<RunVariant> runs_needed(const RunConfig& scenario) const override {
+    std::vector<RunVariant> out = sharded_runs(scenario);
+    out.push_back(variant::single_rank);
+    return out;
+  }
+  std::string plan_note(const RunConfig& scenario) const override {
+    if (!dropout_on_many_ranks(scenario)) return "";
+    return "dropout on " + std::to_string(scenario.world_size()) +
+           " ranks draws its masks from per-rank RNG streams (as Megatron's tracker does): "
+           "sharded_reduction compares " +
+           run_ref(variant::eager_without_recompute_or_dropout) +
+           ", the sharding without dropout, with " + run_ref(variant::single_rank) +
+           " without dropout";
+  }
   PropertyResult evaluate(const CheckRuns& runs,
                           std::vector<MetricComparison>* rows) const override {
-    // (e) exists when dropout makes the sharded runs a different computation.
-    return check_sharded_reduction(*runs.b,
-                                   runs.e ? std::vector<const CheckRun*>{runs.e}
-                                          : std::vector<const CheckRun*>{runs.a, runs.c},
-                                   rows);
+    std::vector<const CheckRun*> sharded;
+    for (RunVariant v : sharded_runs(runs.scenario())) sharded.push_back(&runs.at(v));
+    return check_sharded_reduction(runs.at(variant::single_rank), sharded, rows);
   }
 };
 }  // namespace
 
-const Property& sharded_reduction_property() {
-  static const ShardedReduction property;
-  return property;
-}
+PARITY_REGISTER_PROPERTY(ShardedReduction, 3)
 
 }  // namespace parity::checks
