@@ -7,10 +7,15 @@
 #include <string>
 #include <tuple>
 
+#include "harness/faults/code_path_faults.h"
 #include "harness/model/gpt_model.h"
 #include "harness/observation/execution_point.h"
 #include "harness/parallel/point_to_point.h"
 #include "harness/parallel/rank_status.h"
+
+PARITY_USES_FAULT(pp_send_order);
+PARITY_USES_FAULT(pp_loss_unscaled);
+PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
 
 namespace parity {
 
@@ -62,7 +67,11 @@ std::vector<ScheduleStep> stage_schedule(const GPTModel& model, std::int64_t mic
   config.pp = model.parallel().pp_size();
   config.vpp = model.chunk_count();
   config.microbatches = static_cast<int>(microbatches);
-  return pipeline_schedule(config, model.parallel().pp_rank());
+  std::vector<ScheduleStep> steps = pipeline_schedule(config, model.parallel().pp_rank());
+  // Fault pp-send-order: stage 0's first two activation sends trade places.
+  if (fault_active(fault_pp_send_order) && model.parallel().pp_rank() == 0)
+    swap_first_activation_sends(steps);
+  return steps;
 }
 
 PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineStepInputs& in,
@@ -97,6 +106,14 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
                                 op.tensor);
         if (send) {
           auto it = to_send.find(key);
+          // Fault pp-send-order: the schedule's labels are swapped; the stage
+          // sends what it produced first under them.
+          if (fault_active(fault_pp_send_order) && it == to_send.end())
+            for (auto any = to_send.begin(); any != to_send.end(); ++any)
+              if (std::get<0>(any->first) == std::get<0>(key)) {
+                it = any;
+                break;
+              }
           if (it == to_send.end())
             throw std::logic_error("pipeline schedule sends the " + describe_key(key) +
                                    " before this stage produced it (" + describe(s) + ")");
@@ -155,8 +172,17 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
     LiveMicrobatch l = std::move(it->second);
     live.erase(it);
     step_heartbeat(StepPass::backward);
+    // Fault pp-grads-cleared-per-microbatch: only the last microbatch's gradients stay.
+    if (fault_active(fault_pp_grads_cleared_per_microbatch))
+      for (Parameter& p : model.parameters())
+        if (p.value.grad().defined()) p.value.mutable_grad().zero_();
     if (chunk.last_virtual_stage) {
-      l.loss.backward();
+      // Fault pp-loss-unscaled: the summed token loss, not its share of the mean.
+      if (fault_active(fault_pp_loss_unscaled)) {
+        (l.loss * in.batch_tokens).backward();
+      } else {
+        l.loss.backward();
+      }
     } else {
       l.output.backward(take(P2PTensor::gradient));
     }

@@ -14,6 +14,8 @@
 #include "harness/recompute/checkpoint.h"
 
 PARITY_USES_FAULT(sp_grad_not_reduced);
+PARITY_USES_FAULT(local_layer_names);
+PARITY_USES_FAULT(last_stage_logits_everywhere);
 
 namespace parity {
 
@@ -54,8 +56,12 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
     chunk.first_virtual_stage = pp_rank == 0 && v == 0;
     chunk.last_virtual_stage = pp_rank == layout.pp - 1 && v == chunks - 1;
     if (chunk.embeds) embedding_ = std::make_unique<Embedding>("embedding", &config_, params_);
-    for (std::int64_t i = chunk.first_layer; i < chunk.first_layer + chunk.layer_count; ++i)
-      layers_.emplace_back("decoder.layers." + std::to_string(i), &config_, params_, i, parallel);
+    for (std::int64_t i = chunk.first_layer; i < chunk.first_layer + chunk.layer_count; ++i) {
+      // Fault local-layer-names: the layer's index within its chunk names it.
+      const std::int64_t named = fault_active(fault_local_layer_names) ? i - chunk.first_layer : i;
+      layers_.emplace_back("decoder.layers." + std::to_string(named), &config_, params_, i,
+                           parallel);
+    }
     if (chunk.has_head) build_head(parallel);
     chunks_.push_back(chunk);
   }
@@ -129,7 +135,16 @@ at::Tensor GPTModel::forward_chunk(int index, const at::Tensor& input,
     graph_runner_->poison_if_capturing(h);
   }
   h = decoder_forward(c, h, positions);
-  if (!c.has_head) return h;
+  if (!c.has_head) {
+    // Fault last-stage-logits-everywhere: a stage without the output layer
+    // observes its chunk's output as the logits.
+    if (fault_active(fault_last_stage_logits_everywhere)) {
+      static const Module logits_owner("output_layer", &config_);
+      observe_tensor(logits_owner, "output_logits", SourceKind::output_logits, h, std::nullopt, 0,
+                     1);
+    }
+    return h;
+  }
   h = final_layernorm_->forward(rt, h);
   const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
   // Megatron computes the MTP loss in training only (evaluation logs the LM loss).

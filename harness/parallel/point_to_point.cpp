@@ -64,12 +64,14 @@ std::uint64_t chain(std::uint64_t hash, const PairFingerprint& f) {
 std::string describe_pair(const std::int64_t* f) {
   if (f[0] != kPairMagic) return "something that is not a message fingerprint (garbled exchange)";
   CollectiveCall c;
+  c.op = CollectiveOp::send;
   c.dtype = static_cast<std::int8_t>(f[5]);
   for (std::int64_t i = 0; i < std::min<std::int64_t>(f[6], kPairDims); ++i)
     c.shape.push_back(f[8 + i]);
-  // Reuse the dtype and shape text of a call description: "x on pp, <dtype> [<shape>], #0".
+  // Reuse the dtype and shape text of a call description:
+  // "send(to world rank 0) on world, <dtype> [<shape>], #0".
   std::string text = c.describe();
-  const std::size_t comma = text.find(", ");
+  const std::size_t comma = text.find(", ", text.find(" on "));
   const std::size_t hash = text.rfind(", #");
   const std::string tensor =
       comma == std::string::npos ? text : text.substr(comma + 2, hash - comma - 2);
@@ -85,6 +87,29 @@ at::Tensor as_tensor(const PairFingerprint& f) {
 std::string message_of(const std::exception& e) {
   if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
   return e.what();
+}
+
+// Each side's fingerprint of every message against the other side's (those
+// that arrived): a difference is a CollectiveMismatch naming both ranks.
+void compare_fingerprints(const std::vector<PointToPointTransfer>& transfers,
+                          const std::vector<PointToPointOp>& batch,
+                          const std::vector<PairFingerprint>& mine, const std::string& group,
+                          int me, const std::vector<int>& global_ranks) {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const at::Tensor theirs = transfers[2 * i + 1].tensor.contiguous();
+    const std::int64_t* p = theirs.data_ptr<std::int64_t>();
+    if (p[0] != kPairMagic) continue;  // not arrived (the peer never posted it)
+    if (std::equal(mine[i].begin(), mine[i].end(), p)) continue;
+    const bool send = batch[i].direction == PointToPointDirection::send;
+    const int peer = global_ranks[static_cast<std::size_t>(batch[i].peer)];
+    const std::string my_side = describe_pair(mine[i].data()) +
+                                (batch[i].label.empty() ? "" : " (" + batch[i].label + ")");
+    throw CollectiveMismatch("point-to-point mismatch on " + group + ": rank " +
+                             std::to_string(send ? me : peer) + " sends " +
+                             (send ? my_side : describe_pair(p)) + " but rank " +
+                             std::to_string(send ? peer : me) + " receives " +
+                             (send ? describe_pair(p) : my_side));
+  }
 }
 
 }  // namespace
@@ -129,7 +154,7 @@ std::vector<at::Tensor> Communicator::exchange(const std::vector<PointToPointOp>
     for (int r = 0; r < size(); ++r) tallies_[static_cast<std::size_t>(r)].peer = r;
   }
   // Number every op, keep its pair index and fingerprint, and describe the batch.
-  std::vector<PointToPointTransfer> transfers;
+  std::vector<PointToPointTransfer> data;
   std::vector<PairFingerprint> mine;
   std::vector<std::int64_t> index;
   std::string description;
@@ -155,57 +180,53 @@ std::vector<at::Tensor> Communicator::exchange(const std::vector<PointToPointOp>
     description += (description.empty() ? "" : " + ") + call.describe();
     at::Tensor buffer = send ? op.tensor.detach().contiguous()
                              : at::empty(op.tensor.sizes(), op.tensor.options());
-    transfers.push_back({op.direction, op.peer, std::move(buffer), data_tag(k, op.channel)});
+    data.push_back({op.direction, op.peer, std::move(buffer), data_tag(k, op.channel)});
   }
+  // With check_collectives each side also sends its fingerprint of every
+  // message and receives the other side's, posted with the data (a batch waits
+  // for nothing before it has posted everything, as batch_isend_irecv: waiting
+  // for a fingerprint first would wait on a peer's later batch). They are
+  // compared before the received data is used, on both sides, which name the
+  // same pair.
+  std::vector<PointToPointTransfer> transfers;
+  if (options_.check_collectives)
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const bool send = batch[i].direction == PointToPointDirection::send;
+      const int channel = batch[i].channel;
+      const int out = send ? sender_fingerprint_tag(index[i], channel)
+                           : receiver_fingerprint_tag(index[i], channel);
+      const int in = send ? receiver_fingerprint_tag(index[i], channel)
+                          : sender_fingerprint_tag(index[i], channel);
+      transfers.push_back({PointToPointDirection::send, batch[i].peer, as_tensor(mine[i]), out});
+      transfers.push_back({PointToPointDirection::recv, batch[i].peer,
+                           at::zeros({kPairSize}, at::kLong), in});
+    }
+  const std::size_t first_data = transfers.size();
+  for (PointToPointTransfer& t : data) transfers.push_back(std::move(t));
+  const int me = global_ranks_[static_cast<std::size_t>(rank_)];
   const std::string context = " (in " + description + ", " + group_label() + ", global rank " +
                               std::to_string(global_ranks_[static_cast<std::size_t>(rank_)]) + ")";
   try {
     if (status_) status_->enter_collective(description);
     at::NoGradGuard no_grad;
-    if (options_.check_collectives) {
-      // Each side sends its fingerprint of every message and receives the
-      // other side's: both find a mismatch and both name the same pair.
-      std::vector<PointToPointTransfer> prints;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        const bool send = batch[i].direction == PointToPointDirection::send;
-        const int channel = batch[i].channel;
-        const int out = send ? sender_fingerprint_tag(index[i], channel)
-                             : receiver_fingerprint_tag(index[i], channel);
-        const int in = send ? receiver_fingerprint_tag(index[i], channel)
-                            : sender_fingerprint_tag(index[i], channel);
-        prints.push_back({PointToPointDirection::send, batch[i].peer, as_tensor(mine[i]), out});
-        prints.push_back({PointToPointDirection::recv, batch[i].peer,
-                          at::empty({kPairSize}, at::kLong), in});
-      }
-      transport_->exchange(prints);
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        const at::Tensor theirs = prints[2 * i + 1].tensor.contiguous();
-        const std::int64_t* p = theirs.data_ptr<std::int64_t>();
-        if (std::equal(mine[i].begin(), mine[i].end(), p)) continue;
-        const bool send = batch[i].direction == PointToPointDirection::send;
-        const int me = global_ranks_[static_cast<std::size_t>(rank_)];
-        const int peer = global_ranks_[static_cast<std::size_t>(batch[i].peer)];
-        const std::string my_side = describe_pair(mine[i].data()) +
-                                    (batch[i].label.empty() ? "" : " (" + batch[i].label + ")");
-        throw CollectiveMismatch(
-            "point-to-point mismatch on " + group_label() + ": rank " +
-            std::to_string(send ? me : peer) + " sends " + (send ? my_side : describe_pair(p)) +
-            " but rank " + std::to_string(send ? peer : me) + " receives " +
-            (send ? describe_pair(p) : my_side));
-      }
-    }
     transport_->exchange(transfers);
   } catch (const CollectiveMismatch&) {
     throw;
   } catch (const CollectiveTimeout& e) {
+    if (options_.check_collectives) compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
     throw CollectiveTimeout(e.what() + context);
   } catch (const std::exception& e) {
+    // A shape mismatch can fail the data transfer itself: the fingerprints
+    // that arrived name it.
+    if (options_.check_collectives) compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
     throw CollectiveError(message_of(e) + context);
   }
+  if (options_.check_collectives) compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
   if (status_) status_->leave_collective();
   std::vector<at::Tensor> received;
-  for (PointToPointTransfer& t : transfers)
-    if (t.direction == PointToPointDirection::recv) received.push_back(std::move(t.tensor));
+  for (std::size_t i = first_data; i < transfers.size(); ++i)
+    if (transfers[i].direction == PointToPointDirection::recv)
+      received.push_back(std::move(transfers[i].tensor));
   return received;
 }
 
