@@ -118,7 +118,6 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     if (c.eval_every > 0) add("eval-every", "the evaluation forward" + not_yet, {"pp"});
     if (!c.dump.empty()) add("dump", "--dump" + not_yet, {"pp"});
     if (!c.load_weights.empty()) add("load-weights", "--load-weights" + not_yet, {"pp"});
-    if (!c.metrics.empty()) add("metrics", "--metrics" + not_yet, {"pp"});
     if (c.observe_wgrad) add("observe-wgrad", "weight-gradient sites" + not_yet, {"pp"});
   }
 

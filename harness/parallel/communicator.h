@@ -25,8 +25,8 @@ struct AllToAllResult;        // harness/parallel/all_to_all.h
 struct PointToPointOp;        // harness/parallel/point_to_point.h
 struct PointToPointTransfer;  // harness/parallel/point_to_point.h
 
-// The messages one rank exchanged with one peer, per direction: counts and an
-// FNV-1a 64 chain over each message's pair fingerprint (sender, receiver, pair
+// The messages one rank exchanged with one peer, per direction: counts and the
+// sum of each message's pair-fingerprint hash (sender, receiver, channel, pair
 // index, message, dtype, shape). Rank a's sends to b and rank b's receives from
 // a hash equal iff every message was received as it was sent (the
 // collective_symmetry of point-to-point traffic).

@@ -53,11 +53,16 @@ PairFingerprint pair_fingerprint(int sender, int receiver, std::int64_t index,
   return f;
 }
 
+// Adds one message to a tally: the (wrapping) sum of its fingerprint's FNV-1a
+// 64 hash. A sum, not a chain: the two sides of a pair may post the channels'
+// messages interleaved differently (pp 2 under the interleaved schedule), and
+// each fingerprint holds its pair index, so order within a channel still counts.
 std::uint64_t chain(std::uint64_t hash, const PairFingerprint& f) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : f)
     for (int b = 0; b < 8; ++b)
-      hash = (hash ^ ((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xffu)) * 1099511628211ull;
-  return hash;
+      h = (h ^ ((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xffu)) * 1099511628211ull;
+  return hash + h;
 }
 
 // "message 7, float32 [2, 8, 16], the sender's message #3 to this peer"

@@ -164,7 +164,7 @@ TEST(PipelineConfig, WhatThePipelineDoesNotRunYetIsRefusedByName) {
   for (const auto& [field, edit] : std::vector<std::pair<std::string, void (*)(RunConfig&)>>{
            {"graphs", [](RunConfig& c) { c.graphs = GraphOption::per_layer; }},
            {"eval-every", [](RunConfig& c) { c.eval_every = 1; }},
-           {"metrics", [](RunConfig& c) { c.metrics = {"residual-l2"}; }}}) {
+           {"observe-wgrad", [](RunConfig& c) { c.observe_wgrad = true; }}}) {
     RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2});
     edit(c);
     bool named = false;
