@@ -352,7 +352,6 @@ void pick_pipeline(RunConfig& c) {
   c.ep = 1;
   c.mtp_layers = 0;
   c.mtp_repeated_layer = false;
-  c.metrics.clear();
   c.eval_every = 0;
   c.observe_wgrad = false;
   c.untie = true;
@@ -366,7 +365,9 @@ rc::Gen<RunConfig> gen_pipeline_scenario() {
     pick_model_shape(c);
     pick_pipeline(c);
     pick_recompute(c);
+    pick_metrics(c);
     pick_launch(c);
+    pick_optimizer(c);
     return c;
   });
 }

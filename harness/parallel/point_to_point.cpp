@@ -181,7 +181,9 @@ std::vector<at::Tensor> Communicator::exchange(const std::vector<PointToPointOp>
     call.dim = op.peer;
     call.message = op.message;
     call.label = op.label;
-    call.sequence = sequence_++;
+    // Numbered within its pair and channel, not in the group's sequence of
+    // collectives: the stages issue different point-to-point calls.
+    call.sequence = k;
     description += (description.empty() ? "" : " + ") + call.describe();
     at::Tensor buffer = send ? op.tensor.detach().contiguous()
                              : at::empty(op.tensor.sizes(), op.tensor.options());
