@@ -157,10 +157,9 @@ class GlooTransport final : public CollectiveTransport {
     holders.reserve(transfers.size());
     using Work = decltype(pg_->barrier());
     std::vector<Work> works;
-    const char* op = transfers.size() == 1 ? (transfers[0].direction == PointToPointDirection::send
-                                                  ? "send"
-                                                  : "recv")
-                                           : "send/recv batch";
+    const char* op = transfers.size() == 1
+                         ? (transfers[0].direction == PointToPointDirection::send ? "send" : "recv")
+                         : "send/recv batch";
     wait(op, [&] {
       for (PointToPointTransfer& t : transfers) {
         holders.push_back({t.tensor});

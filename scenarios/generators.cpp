@@ -323,9 +323,12 @@ rc::Gen<RunConfig> gen_scenario() {
 void pick_pipeline(RunConfig& c) {
   c.pp = weighted<int>({{4, 2}, {1, 4}});
   while (c.world_size() > 16) {
-    if (c.dp > 1) c.dp /= 2;
-    else if (c.cp > 1) c.cp /= 2;
-    else c.pp = 2;
+    if (c.dp > 1)
+      c.dp /= 2;
+    else if (c.cp > 1)
+      c.cp /= 2;
+    else
+      c.pp = 2;
   }
   c.vpp = weighted<int>({{3, 1}, {1, 2}});
   // Megatron's interleaved schedule: microbatches at least and a multiple of pp.

@@ -163,8 +163,8 @@ nlohmann::json compact(const RunConfig& c) {
 }
 
 // Generated scenarios (MoE scenarios for a fault that lives in the MoE layer,
-// pipelined ones for a fault of the pipeline: the table's `needs` says so), then, for a fault of a metric's reduction or
-// collectives, sharded metric cases with uneven and empty shards. The two
+// pipelined ones for a fault of the pipeline: the table's `needs` says so), then, for a fault of a
+// metric's reduction or collectives, sharded metric cases with uneven and empty shards. The two
 // faults the model's even layouts never (mean-of-means) or seldom
 // (median-unpadded-gather: padding under cp > 1) expose are hunted over the
 // cases first: 25 scenario checks in vain took about 30 s of each CI run.
@@ -181,7 +181,10 @@ Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   auto search_scenarios = [&] {
     row.searched = moe ? "MoE scenarios" : pipeline ? "pipeline scenarios" : "scenarios";
     search<RunConfig>(
-        row, o, moe ? gen_moe_scenario() : pipeline ? gen_pipeline_scenario() : gen_scenario(),
+        row, o,
+        moe        ? gen_moe_scenario()
+        : pipeline ? gen_pipeline_scenario()
+                   : gen_scenario(),
         [&](RunConfig& c) { return judge_scenario(c, row.fault); }, compact);
   };
   auto search_cases = [&] {

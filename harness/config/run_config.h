@@ -77,7 +77,7 @@ struct RunConfig {
   int tp = 1;
   int cp = 1;
   int dp = 1;
-  int ep = 1;                              // expert parallel, inside cp x dp; divides cp*dp
+  int ep = 1;  // expert parallel, inside cp x dp; divides cp*dp
   // Pipeline parallelism (docs/model.md "Pipeline layer placement" and "Pipeline
   // schedules"): stages, model chunks per stage, and Megatron's placement options.
   int pp = 1;
@@ -86,7 +86,7 @@ struct RunConfig {
   int pp_last_layers = 0;   // on the last stage; 0 = Megatron's None
   bool pp_account_embedding = false;
   bool pp_account_loss = false;
-  std::string pp_layout;  // Megatron's pipeline_model_parallel_layout; "" = none
+  std::string pp_layout;                   // Megatron's pipeline_model_parallel_layout; "" = none
   bool sp = false;                         // sequence parallelism (needs tp > 1)
   LaunchMode launch = LaunchMode::threads;
   std::string backend = "reference";  // a registered backend (harness/backend/registry.h)

@@ -100,11 +100,12 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   const long long world = sizes_ok ? static_cast<long long>(c.tp) * c.cp * c.dp * c.pp : 0;
   if (sizes_ok && world > kMaxWorldSize)
     add(c.pp > 1 ? "pp" : "dp",
-        "world size tp*cp*dp" + std::string(c.pp > 1 ? "*pp" : "") + " = " +
-            std::to_string(c.tp) + "*" + std::to_string(c.cp) + "*" + std::to_string(c.dp) +
+        "world size tp*cp*dp" + std::string(c.pp > 1 ? "*pp" : "") + " = " + std::to_string(c.tp) +
+            "*" + std::to_string(c.cp) + "*" + std::to_string(c.dp) +
             (c.pp > 1 ? "*" + std::to_string(c.pp) : std::string()) + " = " +
             std::to_string(world) + " exceeds the maximum of " + std::to_string(kMaxWorldSize),
-        c.pp > 1 ? std::vector<std::string>{"tp", "cp", "dp"} : std::vector<std::string>{"tp", "cp"});
+        c.pp > 1 ? std::vector<std::string>{"tp", "cp", "dp"}
+                 : std::vector<std::string>{"tp", "cp"});
 
   // The pipeline schedule's microbatch rules (interleaved 1F1B), and what
   // parity's pipeline does not run yet: each named, never a silent pass.

@@ -30,7 +30,7 @@ MessageKey key_of(P2PTensor tensor, int microbatch, int chunk) {
 
 std::string describe_key(const MessageKey& k) {
   return std::string(std::get<0>(k) == static_cast<int>(P2PTensor::activation) ? "activation"
-                                                                                : "gradient") +
+                                                                               : "gradient") +
          " of microbatch " + std::to_string(std::get<1>(k)) + " chunk " +
          std::to_string(std::get<2>(k));
 }
@@ -101,9 +101,8 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
         const bool send = op.direction == P2PDirection::send;
         const int producer =
             send ? here : (op.tensor == P2PTensor::activation ? here - 1 : here + 1);
-        const std::int64_t id =
-            pipeline_message_id(in.step, microbatches, virtual_stages, op.microbatch, producer,
-                                op.tensor);
+        const std::int64_t id = pipeline_message_id(in.step, microbatches, virtual_stages,
+                                                    op.microbatch, producer, op.tensor);
         if (send) {
           auto it = to_send.find(key);
           // Fault pp-send-order: the schedule's labels are swapped; the stage
@@ -138,8 +137,7 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
       auto it = arrived.find(key_of(tensor, s.microbatch, s.chunk));
       if (it == arrived.end())
         throw std::logic_error("pipeline schedule runs " + describe(s) + " before the " +
-                               describe_key(key_of(tensor, s.microbatch, s.chunk)) +
-                               " arrived");
+                               describe_key(key_of(tensor, s.microbatch, s.chunk)) + " arrived");
       at::Tensor t = std::move(it->second);
       arrived.erase(it);
       return t;
@@ -147,10 +145,11 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
     if (s.pass == PipelinePass::forward) {
       step_heartbeat(StepPass::forward);
       LiveMicrobatch l;
-      l.input = chunk.first_virtual_stage ? in.tokens[mb]
-                                          : take(P2PTensor::activation).detach().requires_grad_(true);
-      at::Tensor output = model.forward_chunk(s.chunk, l.input, in.positions,
-                                              model.config().runtime_gather_output);
+      l.input = chunk.first_virtual_stage
+                    ? in.tokens[mb]
+                    : take(P2PTensor::activation).detach().requires_grad_(true);
+      at::Tensor output =
+          model.forward_chunk(s.chunk, l.input, in.positions, model.config().runtime_gather_output);
       if (chunk.last_virtual_stage) {
         const at::Tensor token_losses = model.token_losses(output, in.labels[mb]);
         l.loss = token_losses.sum() / in.batch_tokens;
@@ -200,8 +199,9 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
             std::to_string(k.second) + " never ran backward;";
   for (const auto& [k, t] : arrived) left += " the received " + describe_key(k) + " was unused;";
   for (const auto& [k, t] : to_send) left += " the " + describe_key(k) + " was never sent;";
-  if (!left.empty()) throw std::logic_error("pipeline schedule of stage " + std::to_string(stage) +
-                                            " is incomplete:" + left);
+  if (!left.empty())
+    throw std::logic_error("pipeline schedule of stage " + std::to_string(stage) +
+                           " is incomplete:" + left);
   if (!holds_loss) out = PipelineStepOutputs{};
   return out;
 }

@@ -41,9 +41,8 @@ nlohmann::json tensor_json(const at::Tensor& t, std::vector<at::Tensor>& blob,
                            std::int64_t& offset) {
   if (!t.defined()) return {{"offset", -1}};
   const at::Tensor c = t.detach().to(at::kCPU).contiguous();
-  nlohmann::json j = {{"offset", offset},
-                      {"dtype", static_cast<int>(c.scalar_type())},
-                      {"shape", c.sizes().vec()}};
+  nlohmann::json j = {
+      {"offset", offset}, {"dtype", static_cast<int>(c.scalar_type())}, {"shape", c.sizes().vec()}};
   const std::int64_t bytes = static_cast<std::int64_t>(c.numel() * c.element_size());
   blob.push_back(at::from_blob(c.data_ptr(), {bytes}, at::kByte).clone());
   offset += bytes;
@@ -57,7 +56,8 @@ at::Tensor tensor_from(const nlohmann::json& j, const std::uint8_t* blob, std::i
   at::Tensor t = at::empty(j.at("shape").get<std::vector<std::int64_t>>(),
                            static_cast<at::ScalarType>(j.at("dtype").get<int>()));
   const std::int64_t bytes = static_cast<std::int64_t>(t.numel() * t.element_size());
-  if (offset + bytes > blob_size) throw std::runtime_error("prepared values: a tensor past the end");
+  if (offset + bytes > blob_size)
+    throw std::runtime_error("prepared values: a tensor past the end");
   if (bytes > 0) std::memcpy(t.data_ptr(), blob + offset, static_cast<std::size_t>(bytes));
   return t.to(device);
 }
@@ -73,14 +73,15 @@ at::Tensor encode_prepared(const std::vector<PreparedEntry>& entries) {
     for (const Prepared& p : e.microbatches) {
       nlohmann::json placements = nlohmann::json::array();
       for (const Placement& a : p.placements.axes) placements.push_back(placement_json(a));
-      values.push_back({{"value", tensor_json(p.value, blob, offset)},
-                        {"site", {p.site.owner, p.site.name, static_cast<int>(p.site.kind)}},
-                        {"placements", placements},
-                        {"placeholder", p.placeholder},
-                        {"shape", p.shape},
-                        {"batch_dim", p.batch_dim ? nlohmann::json(*p.batch_dim) : nlohmann::json()},
-                        {"reduced_size", p.reduced_size},
-                        {"layer", p.layer}});
+      values.push_back(
+          {{"value", tensor_json(p.value, blob, offset)},
+           {"site", {p.site.owner, p.site.name, static_cast<int>(p.site.kind)}},
+           {"placements", placements},
+           {"placeholder", p.placeholder},
+           {"shape", p.shape},
+           {"batch_dim", p.batch_dim ? nlohmann::json(*p.batch_dim) : nlohmann::json()},
+           {"reduced_size", p.reduced_size},
+           {"layer", p.layer}});
     }
     all.push_back({{"metric", e.metric},
                    {"site", {e.site.owner, e.site.name, static_cast<int>(e.site.kind)}},
@@ -103,9 +104,8 @@ std::vector<PreparedEntry> decode_prepared(const at::Tensor& bytes, at::Device d
   if (size < 8) throw std::runtime_error("prepared values: no header");
   std::memcpy(&length, data, 8);
   if (length < 0 || 8 + length > size) throw std::runtime_error("prepared values: a bad header");
-  const nlohmann::json all =
-      nlohmann::json::parse(std::string(reinterpret_cast<const char*>(data) + 8,
-                                        static_cast<std::size_t>(length)));
+  const nlohmann::json all = nlohmann::json::parse(
+      std::string(reinterpret_cast<const char*>(data) + 8, static_cast<std::size_t>(length)));
   const std::uint8_t* blob = data + 8 + length;
   const std::int64_t blob_size = size - 8 - length;
   auto site_from = [](const nlohmann::json& s) {

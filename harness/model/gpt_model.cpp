@@ -116,15 +116,14 @@ const ModelChunk& GPTModel::chunk(int index) const {
 at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positions,
                              std::optional<bool> runtime_gather_output, const MtpBatch* mtp) {
   if (chunks_.size() != 1 || !chunks_[0].embeds || !chunks_[0].has_head)
-    throw std::logic_error("GPTModel::forward runs a whole model: a pipeline stage runs its "
-                           "chunks with forward_chunk");
+    throw std::logic_error(
+        "GPTModel::forward runs a whole model: a pipeline stage runs its "
+        "chunks with forward_chunk");
   return forward_chunk(0, tokens, positions, runtime_gather_output, mtp);
 }
 
-at::Tensor GPTModel::forward_chunk(int index, const at::Tensor& input,
-                                   const at::Tensor& positions,
-                                   std::optional<bool> runtime_gather_output,
-                                   const MtpBatch* mtp) {
+at::Tensor GPTModel::forward_chunk(int index, const at::Tensor& input, const at::Tensor& positions,
+                                   std::optional<bool> runtime_gather_output, const MtpBatch* mtp) {
   const ModelChunk& c = chunk(index);
   const ModelRuntime& rt = runtime_;
   at::Tensor h = input;

@@ -285,8 +285,8 @@ void pipeline_violations(const ModelConfig& c, Add&& add) {
   for (const PipelineLayoutViolation& v : validate_pipeline_layout(c.pipeline_layout()))
     add(v.field, v.value, v.rule);
   if (!c.pipelined()) return;
-  const std::string not_yet = "is not supported with pipeline parallelism yet (pp = " +
-                              str(c.pipeline.pp) + ")";
+  const std::string not_yet =
+      "is not supported with pipeline parallelism yet (pp = " + str(c.pipeline.pp) + ")";
   if (c.graphs != GraphMode::none)
     add("graphs", std::string(to_string(c.graphs)), "graphs " + not_yet + ": needs graphs none",
         {"pp"});
@@ -295,8 +295,7 @@ void pipeline_violations(const ModelConfig& c, Add&& add) {
   // Megatron's MTP on the last stage reads a copy of the word embeddings.
   if (c.mtp_layers > 0)
     add("mtp_layers", str(c.mtp_layers), "multi-token prediction " + not_yet, {"pp"});
-  if (c.moe.enabled())
-    add("moe_experts", str(c.moe.experts), "MoE layers " + not_yet, {"pp"});
+  if (c.moe.enabled()) add("moe_experts", str(c.moe.experts), "MoE layers " + not_yet, {"pp"});
 }
 
 std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp, int ep) const {

@@ -17,9 +17,12 @@ namespace parity {
 
 at::ScalarType to_scalar_type(ModelDType dtype) {
   switch (dtype) {
-    case ModelDType::fp32: return at::kFloat;
-    case ModelDType::fp64: return at::kDouble;
-    case ModelDType::bf16: return at::kBFloat16;
+    case ModelDType::fp32:
+      return at::kFloat;
+    case ModelDType::fp64:
+      return at::kDouble;
+    case ModelDType::bf16:
+      return at::kBFloat16;
   }
   return at::kFloat;
 }
@@ -101,8 +104,8 @@ RowParallelLinear::RowParallelLinear(std::string name, const ModelConfig* config
                                      ParameterFactory& params, std::int64_t in, std::int64_t out,
                                      bool bias, double init_std)
     : Module(std::move(name), config) {
-  weight_ = params.make(name_ + ".weight", {out, in}, InitKind::normal, init_std,
-                        ShardSpec::along(1));
+  weight_ =
+      params.make(name_ + ".weight", {out, in}, InitKind::normal, init_std, ShardSpec::along(1));
   // Added after the reduce (in the bias-dropout-add): under SP on a sequence
   // shard, so its gradient is partial per TP rank.
   if (bias) {
@@ -199,8 +202,7 @@ Mlp::Mlp(std::string name, const ModelConfig* config, ParameterFactory& params)
       linear_fc2_(name + ".linear_fc2", config, params, config->ffn_hidden, config->hidden,
                   config->bias_linear, scaled_std(*config)) {}
 
-std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt,
-                                               const at::Tensor& x) const {
+std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt, const at::Tensor& x) const {
   // The whole MLP and its probe: the selective "mlp" recompute region.
   const Mlp* self = this;
   CheckpointFn body = [self, rt](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
@@ -213,8 +215,8 @@ std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt,
                    c.sequence_parallel ? OptionalDim(0) : std::nullopt, 0, 1);
     return {out};
   };
-  at::Tensor out = recompute_mlp(*config_, rt) ? checkpoint(body, {x}, rt.rng, name_)[0]
-                                                : body({x})[0];
+  at::Tensor out =
+      recompute_mlp(*config_, rt) ? checkpoint(body, {x}, rt.rng, name_)[0] : body({x})[0];
   return {out, linear_fc2_.bias()};
 }
 

@@ -6,8 +6,8 @@
 // `CollectiveTransport` that a backend implements (reference/: Gloo; cuda/: NCCL).
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>

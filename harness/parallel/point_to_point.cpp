@@ -107,13 +107,12 @@ void compare_fingerprints(const std::vector<PointToPointTransfer>& transfers,
     if (std::equal(mine[i].begin(), mine[i].end(), p)) continue;
     const bool send = batch[i].direction == PointToPointDirection::send;
     const int peer = global_ranks[static_cast<std::size_t>(batch[i].peer)];
-    const std::string my_side = describe_pair(mine[i].data()) +
-                                (batch[i].label.empty() ? "" : " (" + batch[i].label + ")");
-    throw CollectiveMismatch("point-to-point mismatch on " + group + ": rank " +
-                             std::to_string(send ? me : peer) + " sends " +
-                             (send ? my_side : describe_pair(p)) + " but rank " +
-                             std::to_string(send ? peer : me) + " receives " +
-                             (send ? describe_pair(p) : my_side));
+    const std::string my_side =
+        describe_pair(mine[i].data()) + (batch[i].label.empty() ? "" : " (" + batch[i].label + ")");
+    throw CollectiveMismatch(
+        "point-to-point mismatch on " + group + ": rank " + std::to_string(send ? me : peer) +
+        " sends " + (send ? my_side : describe_pair(p)) + " but rank " +
+        std::to_string(send ? peer : me) + " receives " + (send ? describe_pair(p) : my_side));
   }
 }
 
@@ -185,8 +184,8 @@ std::vector<at::Tensor> Communicator::exchange(const std::vector<PointToPointOp>
     // collectives: the stages issue different point-to-point calls.
     call.sequence = k;
     description += (description.empty() ? "" : " + ") + call.describe();
-    at::Tensor buffer = send ? op.tensor.detach().contiguous()
-                             : at::empty(op.tensor.sizes(), op.tensor.options());
+    at::Tensor buffer =
+        send ? op.tensor.detach().contiguous() : at::empty(op.tensor.sizes(), op.tensor.options());
     data.push_back({op.direction, op.peer, std::move(buffer), data_tag(k, op.channel)});
   }
   // With check_collectives each side also sends its fingerprint of every
@@ -205,8 +204,8 @@ std::vector<at::Tensor> Communicator::exchange(const std::vector<PointToPointOp>
       const int in = send ? receiver_fingerprint_tag(index[i], channel)
                           : sender_fingerprint_tag(index[i], channel);
       transfers.push_back({PointToPointDirection::send, batch[i].peer, as_tensor(mine[i]), out});
-      transfers.push_back({PointToPointDirection::recv, batch[i].peer,
-                           at::zeros({kPairSize}, at::kLong), in});
+      transfers.push_back(
+          {PointToPointDirection::recv, batch[i].peer, at::zeros({kPairSize}, at::kLong), in});
     }
   const std::size_t first_data = transfers.size();
   for (PointToPointTransfer& t : data) transfers.push_back(std::move(t));
@@ -220,15 +219,18 @@ std::vector<at::Tensor> Communicator::exchange(const std::vector<PointToPointOp>
   } catch (const CollectiveMismatch&) {
     throw;
   } catch (const CollectiveTimeout& e) {
-    if (options_.check_collectives) compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
+    if (options_.check_collectives)
+      compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
     throw CollectiveTimeout(e.what() + context);
   } catch (const std::exception& e) {
     // A shape mismatch can fail the data transfer itself: the fingerprints
     // that arrived name it.
-    if (options_.check_collectives) compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
+    if (options_.check_collectives)
+      compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
     throw CollectiveError(message_of(e) + context);
   }
-  if (options_.check_collectives) compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
+  if (options_.check_collectives)
+    compare_fingerprints(transfers, batch, mine, group_label(), me, global_ranks_);
   if (status_) status_->leave_collective();
   std::vector<at::Tensor> received;
   for (std::size_t i = first_data; i < transfers.size(); ++i)

@@ -55,8 +55,12 @@ Communicator& RankGroups::get(Axis axis) {
     case Axis::cp: c = &cp; break;
     case Axis::dp: c = &dp; break;
     case Axis::world: c = &world; break;
-    case Axis::ep: c = &ep; break;
-    case Axis::pp: c = &pp; break;
+    case Axis::ep:
+      c = &ep;
+      break;
+    case Axis::pp:
+      c = &pp;
+      break;
   }
   if (!c || !*c) throw std::logic_error("no " + std::string(to_string(axis)) + " group");
   return **c;
@@ -93,8 +97,12 @@ RankGroups make_rank_groups(const ParallelTopology& topology, int rank,
       case Axis::cp: groups.cp = std::move(comm); break;
       case Axis::dp: groups.dp = std::move(comm); break;
       case Axis::world: groups.world = std::move(comm); break;
-      case Axis::ep: groups.ep = std::move(comm); break;
-      case Axis::pp: groups.pp = std::move(comm); break;
+      case Axis::ep:
+        groups.ep = std::move(comm);
+        break;
+      case Axis::pp:
+        groups.pp = std::move(comm);
+        break;
     }
   }
   return groups;

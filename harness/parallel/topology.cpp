@@ -10,16 +10,17 @@ std::string_view to_string(Axis axis) {
     case Axis::cp: return "cp";
     case Axis::dp: return "dp";
     case Axis::world: return "world";
-    case Axis::ep: return "ep";
-    case Axis::pp: return "pp";
+    case Axis::ep:
+      return "ep";
+    case Axis::pp:
+      return "pp";
   }
   return "?";
 }
 
 std::string to_string(const RankCoordinates& c) {
   return "(tp=" + std::to_string(c.tp) + ", cp=" + std::to_string(c.cp) +
-         ", dp=" + std::to_string(c.dp) + (c.pipelined ? ", pp=" + std::to_string(c.pp) : "") +
-         ")";
+         ", dp=" + std::to_string(c.dp) + (c.pipelined ? ", pp=" + std::to_string(c.pp) : "") + ")";
 }
 
 ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep, int pp)
@@ -37,8 +38,10 @@ int ParallelTopology::size(Axis axis) const {
     case Axis::cp: return cp_;
     case Axis::dp: return dp_;
     case Axis::world: return world_size();
-    case Axis::ep: return ep_;
-    case Axis::pp: return pp_;
+    case Axis::ep:
+      return ep_;
+    case Axis::pp:
+      return pp_;
   }
   return 1;
 }
@@ -65,8 +68,10 @@ int ParallelTopology::coordinate(int rank, Axis axis) const {
     case Axis::cp: return c.cp;
     case Axis::dp: return c.dp;
     case Axis::world: return rank;
-    case Axis::ep: return ep_rank(rank);
-    case Axis::pp: return c.pp;
+    case Axis::ep:
+      return ep_rank(rank);
+    case Axis::pp:
+      return c.pp;
   }
   return 0;
 }
@@ -101,12 +106,21 @@ std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
   }
   for (int i = 0; i < size(axis); ++i) {
     switch (axis) {
-      case Axis::tp: c.tp = i; break;
-      case Axis::cp: c.cp = i; break;
-      case Axis::dp: c.dp = i; break;
-      case Axis::pp: c.pp = i; break;
+      case Axis::tp:
+        c.tp = i;
+        break;
+      case Axis::cp:
+        c.cp = i;
+        break;
+      case Axis::dp:
+        c.dp = i;
+        break;
+      case Axis::pp:
+        c.pp = i;
+        break;
       case Axis::world:
-      case Axis::ep: break;
+      case Axis::ep:
+        break;
     }
     ranks.push_back(rank_of(c));
   }
@@ -119,9 +133,12 @@ std::string ParallelTopology::group_name(int rank, Axis axis) const {
   // without PP keep their store prefixes and report names.
   const std::string stage = pp_ > 1 ? ".pp" + std::to_string(c.pp) : "";
   switch (axis) {
-    case Axis::tp: return "tp.cp" + std::to_string(c.cp) + ".dp" + std::to_string(c.dp) + stage;
-    case Axis::cp: return "cp.tp" + std::to_string(c.tp) + ".dp" + std::to_string(c.dp) + stage;
-    case Axis::dp: return "dp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp) + stage;
+    case Axis::tp:
+      return "tp.cp" + std::to_string(c.cp) + ".dp" + std::to_string(c.dp) + stage;
+    case Axis::cp:
+      return "cp.tp" + std::to_string(c.tp) + ".dp" + std::to_string(c.dp) + stage;
+    case Axis::dp:
+      return "dp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp) + stage;
     case Axis::world: return "world";
     case Axis::ep:
       return "ep.tp" + std::to_string(c.tp) + ".edp" +

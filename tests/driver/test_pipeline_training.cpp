@@ -191,8 +191,8 @@ TEST(PipelineFailure, AHungStageIsTheCulpritAndItsNeighbourNamesItsLastMessage) 
     if (rank["rank"] == 1) {
       culprit = !rank["victim"].get<bool>() && line.find("pp=1") != std::string::npos;
     } else {
-      neighbour = rank["last_collective"].get<std::string>().find("to pp rank 1") !=
-                  std::string::npos;
+      neighbour =
+          rank["last_collective"].get<std::string>().find("to pp rank 1") != std::string::npos;
     }
   }
   EXPECT_TRUE(culprit) << f.dump(2);

@@ -110,7 +110,6 @@ TEST(ParallelTopology, EpGroupsPartitionTheWorldForEveryLayout) {
   }
 }
 
-
 // Megatron's default order "tp-cp-ep-dp-pp": the pipeline stage is the slowest
 // index, so a stage is a contiguous block of tp*cp*dp ranks.
 TEST(ParallelTopology, PipelineStageIsTheSlowestIndex) {
@@ -153,7 +152,8 @@ TEST(ParallelTopology, PipelineGroupsPartitionTheWorldAndNamesAreUnique) {
         const std::vector<int> g = t.group_ranks(r, axis);
         EXPECT_EQ(static_cast<int>(g.size()), t.size(axis));
         EXPECT_EQ(g[static_cast<std::size_t>(t.coordinate(r, axis))], r);
-        for (int m : g) EXPECT_EQ(t.coordinates(m).pp == t.coordinates(r).pp, axis != Axis::pp || m == r);
+        for (int m : g)
+          EXPECT_EQ(t.coordinates(m).pp == t.coordinates(r).pp, axis != Axis::pp || m == r);
         members[t.group_name(r, axis)].insert(g.begin(), g.end());
         seen.insert(g.begin(), g.end());
       }

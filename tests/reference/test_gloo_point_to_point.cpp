@@ -41,9 +41,9 @@ TEST_P(GlooPointToPoint, NeighboursSendAndReceiveInOneBatchWithoutDeadlock) {
         const int next = (pp.rank() + 1) % pp.size();
         const int previous = (pp.rank() + pp.size() - 1) % pp.size();
         for (int k = 0; k < 2; ++k) {
-          const std::vector<at::Tensor> got = pp.exchange(
-              {PointToPointOp::send(next, payload(pp.rank(), k, dtype), k, "ring"),
-               PointToPointOp::recv(previous, at::empty({3, 4}, dtype), k, "ring")});
+          const std::vector<at::Tensor> got =
+              pp.exchange({PointToPointOp::send(next, payload(pp.rank(), k, dtype), k, "ring"),
+                           PointToPointOp::recv(previous, at::empty({3, 4}, dtype), k, "ring")});
           expect(got.size() == 1, "one tensor received");
           expect(got[0].scalar_type() == dtype && at::equal(got[0], payload(previous, k, dtype)),
                  "rank " + std::to_string(rank) + " message " + std::to_string(k));
@@ -140,13 +140,14 @@ TEST(GlooPointToPointCheck, AMessageOutOfOrderIsAMismatchNamingBothRanks) {
   GroupOptions options;
   options.timeout = std::chrono::seconds(30);
   options.communicator.check_collectives = true;
-  auto run = run_thread_ranks(
-      topo, options, [&](int, RankGroups& g, RankStatus&, Expect&, RankOutcome&) {
+  auto run =
+      run_thread_ranks(topo, options, [&](int, RankGroups& g, RankStatus&, Expect&, RankOutcome&) {
         Communicator& pp = g.get(Axis::pp);
         if (pp.rank() == 0) {
           pp.exchange({PointToPointOp::send(1, at::ones({2, 3}), 6, "activation of microbatch 3")});
         } else {
-          pp.exchange({PointToPointOp::recv(0, at::empty({2, 3}), 5, "activation of microbatch 2")});
+          pp.exchange(
+              {PointToPointOp::recv(0, at::empty({2, 3}), 5, "activation of microbatch 2")});
         }
       });
   for (int r = 0; r < 2; ++r) {

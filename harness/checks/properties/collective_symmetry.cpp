@@ -86,9 +86,9 @@ PropertyResult check_collective_symmetry(const std::vector<const CheckRun*>& run
                " groups of 2 or more ranks, every member issued the "
                "identical sequence (" +
                std::to_string(calls) + " calls in all, one member each)" +
-               (messages > 0 ? "; " + std::to_string(messages) +
-                                   " point-to-point messages received as sent"
-                             : "");
+               (messages > 0
+                    ? "; " + std::to_string(messages) + " point-to-point messages received as sent"
+                    : "");
   return p;
 }
 
