@@ -5,6 +5,7 @@
 # (docs/benchmarks.md has the timing).
 set -euo pipefail
 rm -rf "$3"
+mkdir -p "$3"
 expect="$(dirname "$0")/../cli/expect.sh"
 bash "$expect" 0 "cases +64 \(64 ran, 0 not run\)" -- \
   "$1" sweep "$2" --out "$3/sweep" --jobs 2 --junit "$3/sweep.xml"
