@@ -8,6 +8,7 @@
 //   parity_bench_step [--steps N] [--max-world W] [--global-microbatches G]
 //   parity_bench_step --moe [--steps N]
 //   parity_bench_step --mtp [--steps N]
+//   parity_bench_step --pp [--steps N]
 //
 // --moe: 8 thread ranks (tp 2 with sp x dp 4), the dense model against MoE
 // layers with 8 experts, top-2, without and with expert parallelism (ep 2):
@@ -17,6 +18,11 @@
 // prediction (one depth; two depths sharing one layer, without and with full
 // recompute) and the weight-gradient sites (--observe-wgrad: a hook per
 // parameter and one notification per parameter per microbatch into a trace).
+//
+// --pp: pipeline stages P in {1, 2, 4} x model chunks per stage V in {1, 2}
+// (1F1B, interleaved 1F1B) at fixed global work: 8 layers, 8 microbatches,
+// tp 1 x dp 1 x pp P thread ranks; the schedule, its point-to-point messages
+// and the stages' idle time (bubbles) against the same model on one rank.
 //
 // Each configuration is launched once (the "model" rank program over Gloo thread
 // ranks) for N steps; a step's time is the slowest rank's wall time of that
@@ -154,6 +160,35 @@ void print_mtp_table(int steps) {
   }
 }
 
+void print_pp_table(int steps) {
+  RunConfig base = base_model();
+  base.layers = 8;
+  base.microbatches = 8;
+  base.steps = steps;
+  std::printf(
+      "model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d x %d microbatches, "
+      "vocab %d, fp32, tp 1 x dp 1 x pp P thread ranks; %d steps per run, step 0 dropped\n\n",
+      base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch,
+      base.microbatches, base.vocab, steps);
+  std::printf(
+      "| pp | vpp | schedule | step ms (median) | step ms (min) | "
+      "rank-thread CPU ms per step (all ranks) |\n|---|---|---|---|---|---|\n");
+  for (int pp : {1, 2, 4})
+    for (int vpp : {1, 2}) {
+      if (pp == 1 && vpp > 1) continue;  // interleaving needs stages
+      RunConfig c = base;
+      c.pp = pp;
+      c.vpp = vpp;
+      const Measured m = measure_checked(c);
+      std::printf("| %d | %d | %s | %.1f | %.1f | %.1f |\n", pp, vpp,
+                  pp == 1    ? "none"
+                  : vpp == 1 ? "1F1B"
+                             : "interleaved 1F1B",
+                  m.median_ms, m.min_ms, m.cpu_ms);
+      std::fflush(stdout);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,6 +196,11 @@ int main(int argc, char** argv) {
   if (argc >= 2 && !std::strcmp(argv[1], "--moe")) {
     if (argc == 4 && !std::strcmp(argv[2], "--steps")) steps = std::max(2, std::atoi(argv[3]));
     print_moe_table(steps);
+    return 0;
+  }
+  if (argc >= 2 && !std::strcmp(argv[1], "--pp")) {
+    if (argc == 4 && !std::strcmp(argv[2], "--steps")) steps = std::max(2, std::atoi(argv[3]));
+    print_pp_table(steps);
     return 0;
   }
   if (argc >= 2 && !std::strcmp(argv[1], "--mtp")) {

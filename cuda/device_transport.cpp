@@ -13,6 +13,7 @@
 #include "cuda/nccl_transport.h"
 #include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
+#include "harness/parallel/point_to_point.h"
 #include "harness/parallel/rendezvous_store.h"
 #include "reference/gloo_transport.h"
 
@@ -42,6 +43,17 @@ class HostStagedTransport final : public CollectiveTransport {
     return host_->broadcast(input.to(at::kCPU), root).to(input.device());
   }
   void barrier() override { host_->barrier(); }
+  void exchange(std::vector<PointToPointTransfer>& transfers) override {
+    std::vector<PointToPointTransfer> host;
+    for (const PointToPointTransfer& t : transfers) {
+      refuse_under_capture("send/recv", t.tensor);
+      host.push_back({t.direction, t.peer, t.tensor.to(at::kCPU).contiguous(), t.tag});
+    }
+    host_->exchange(host);
+    for (std::size_t i = 0; i < transfers.size(); ++i)
+      if (transfers[i].direction == PointToPointDirection::recv)
+        transfers[i].tensor.copy_(host[i].tensor);
+  }
 
  private:
   // A copy to the host inside a stream capture would invalidate the capture

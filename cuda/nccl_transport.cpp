@@ -10,6 +10,7 @@
 
 #include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
+#include "harness/parallel/point_to_point.h"
 #include "harness/parallel/rendezvous_store.h"
 
 namespace parity::gpu {
@@ -94,6 +95,24 @@ class NcclTransport final : public CollectiveTransport {
     c10d::BarrierOptions opts;
     opts.timeout = timeout_;
     wait("barrier", pg_->barrier(opts));
+  }
+
+  // One coalesced group (ncclGroupStart/End underneath), as batch_isend_irecv
+  // issues it: two neighbours that both send first would otherwise block each
+  // other on the GPU.
+  void exchange(std::vector<PointToPointTransfer>& transfers) override {
+    std::vector<std::vector<at::Tensor>> holders;
+    holders.reserve(transfers.size());
+    pg_->startCoalescing();
+    for (PointToPointTransfer& t : transfers) {
+      holders.push_back({t.tensor});
+      if (t.direction == PointToPointDirection::send) {
+        pg_->send(holders.back(), t.peer, t.tag);
+      } else {
+        pg_->recv(holders.back(), t.peer, t.tag);
+      }
+    }
+    wait("send/recv batch", pg_->endCoalescing());
   }
 
  private:

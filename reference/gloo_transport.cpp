@@ -13,6 +13,7 @@
 #include "harness/compat/torch_compat.h"
 #include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
+#include "harness/parallel/point_to_point.h"
 #include "harness/parallel/rendezvous_store.h"
 
 namespace parity::reference {
@@ -147,6 +148,29 @@ class GlooTransport final : public CollectiveTransport {
     c10d::BarrierOptions opts;
     opts.timeout = timeout_;
     wait("barrier", [&] { return pg_->barrier(opts); });
+  }
+
+  // Gloo's send and recv move raw bytes (any dtype, no widening) and start at
+  // once; every op of the batch is started before the first wait.
+  void exchange(std::vector<PointToPointTransfer>& transfers) override {
+    std::vector<std::vector<at::Tensor>> holders;  // alive until every wait returned
+    holders.reserve(transfers.size());
+    using Work = decltype(pg_->barrier());
+    std::vector<Work> works;
+    const char* op = transfers.size() == 1
+                         ? (transfers[0].direction == PointToPointDirection::send ? "send" : "recv")
+                         : "send/recv batch";
+    wait(op, [&] {
+      for (PointToPointTransfer& t : transfers) {
+        holders.push_back({t.tensor});
+        works.push_back(t.direction == PointToPointDirection::send
+                            ? pg_->send(holders.back(), t.peer, t.tag)
+                            : pg_->recv(holders.back(), t.peer, t.tag));
+      }
+      // wait() waits on what this returns; the others are waited for first.
+      for (std::size_t i = 0; i + 1 < works.size(); ++i) works[i]->wait(timeout_);
+      return works.back();
+    });
   }
 
  private:

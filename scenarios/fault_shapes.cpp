@@ -12,6 +12,8 @@ PARITY_USES_FAULT(aux_loss_tracker_host_side);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(pp_send_order);
+PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
 PARITY_USES_FAULT(router_stats_include_padding);
@@ -123,6 +125,10 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     if (std::none_of(s.metrics.begin(), s.metrics.end(),
                      [](const std::string& m) { return is_parameter_metric(m); }))
       s.metrics.emplace_back("global-wgrad-l2");
+  } else if (fault == fault_pp_send_order || fault == fault_pp_grads_cleared_per_microbatch) {
+    // Two microbatches at least (the interleaved schedule: a multiple of pp).
+    if (s.pp < 2) return false;
+    if (s.microbatches < 2) s.microbatches = s.vpp > 1 ? s.pp : 2;
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

@@ -320,6 +320,61 @@ rc::Gen<RunConfig> gen_scenario() {
   });
 }
 
+void pick_pipeline(RunConfig& c) {
+  c.pp = weighted<int>({{4, 2}, {1, 4}});
+  while (c.world_size() > 16) {
+    if (c.dp > 1)
+      c.dp /= 2;
+    else if (c.cp > 1)
+      c.cp /= 2;
+    else
+      c.pp = 2;
+  }
+  c.vpp = weighted<int>({{3, 1}, {1, 2}});
+  // Megatron's interleaved schedule: microbatches at least and a multiple of pp.
+  if (c.vpp > 1) c.microbatches = c.pp * weighted<int>({{2, 1}, {1, 2}});
+  // Enough layers for every chunk (even split), sometimes one more on the first stage.
+  const int chunks = c.pp * c.vpp;
+  c.layers = chunks * weighted<int>({{3, 1}, {1, 2}});
+  const int placement = weighted<int>({{4, 0}, {1, 1}, {1, 2}});
+  if (placement == 1 && c.vpp == 1) {
+    c.pp_first_layers = 1 + c.layers / c.pp;  // the rest split evenly over pp - 1 stages
+    c.layers = c.pp_first_layers + (c.pp - 1) * (c.layers / c.pp);
+  } else if (placement == 2 && c.vpp == 1) {
+    // Megatron's layout string: the embedding with stage 0's layers, the loss with the last's.
+    const int per_stage = c.layers / c.pp;
+    c.pp_layout = "E";
+    for (int s = 0; s < c.pp; ++s)
+      c.pp_layout += (s ? "|" : "") + std::string("t*") + std::to_string(per_stage);
+    c.pp_layout += "L";
+  }
+  c.graphs = GraphOption::none;
+  c.graph_warmup = 1;
+  c.graph_scope.clear();
+  c.moe_experts = 0;
+  c.ep = 1;
+  c.mtp_layers = 0;
+  c.mtp_repeated_layer = false;
+  c.eval_every = 0;
+  c.observe_wgrad = false;
+  c.untie = true;
+  c.check_collectives = sometimes(2);
+}
+
+rc::Gen<RunConfig> gen_pipeline_scenario() {
+  return gen::exec([] {
+    RunConfig c;
+    pick_layout(c);
+    pick_model_shape(c);
+    pick_pipeline(c);
+    pick_recompute(c);
+    pick_metrics(c);
+    pick_launch(c);
+    pick_optimizer(c);
+    return c;
+  });
+}
+
 rc::Gen<RunConfig> gen_moe_scenario() {
   return gen::exec([] {
     RunConfig c;

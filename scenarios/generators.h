@@ -42,8 +42,19 @@ void pick_metrics(RunConfig& c);      // a non-empty subset, weighted to residua
 void pick_launch(RunConfig& c);       // threads; processes rarely, world <= 2 only
 void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
 
+// Pipeline stages on a scenario drawn by the pieces above: pp 2 (4 where the
+// world allows), sometimes vpp 2 (microbatches a multiple of pp), an uneven
+// first stage or a layout string; the world kept <= 16 by halving dp, cp, tp.
+// What the pipeline does not run yet is turned off (graphs, MoE, MTP, the
+// evaluation forward, weight-gradient sites, tied embeddings).
+void pick_pipeline(RunConfig& c);
+
 // A whole scenario: the pieces above, in order.
 rc::Gen<RunConfig> gen_scenario();
+// Every scenario pipelined (pick_pipeline after the layout and the model
+// shape, then recompute, metrics, launch and the optimizer's norms): the
+// pipeline faults' hunt and the pipeline property.
+rc::Gen<RunConfig> gen_pipeline_scenario();
 // Every scenario with MoE layers (the router faults' hunt; tp > 1 turns sp on).
 rc::Gen<RunConfig> gen_moe_scenario();
 // The router metrics the generators add to MoE scenarios: of router logits and

@@ -162,9 +162,9 @@ nlohmann::json compact(const RunConfig& c) {
   return j;
 }
 
-// Generated scenarios (MoE scenarios for a fault that lives in the MoE layer:
-// the table's `needs` says so), then, for a fault of a metric's reduction or
-// collectives, sharded metric cases with uneven and empty shards. The two
+// Generated scenarios (MoE scenarios for a fault that lives in the MoE layer,
+// pipelined ones for a fault of the pipeline: the table's `needs` says so), then, for a fault of a
+// metric's reduction or collectives, sharded metric cases with uneven and empty shards. The two
 // faults the model's even layouts never (mean-of-means) or seldom
 // (median-unpadded-gather: padding under cp > 1) expose are hunted over the
 // cases first: 25 scenario checks in vain took about 30 s of each CI run.
@@ -173,14 +173,18 @@ Row hunt(const CodePathFaultInfo& fault, const MutantsOptions& o) {
   row.fault = std::string(fault.name);
   row.expected = std::string(fault.caught_by);
   const bool moe = fault.needs.rfind("an MoE layer", 0) == 0;
+  const bool pipeline = fault.needs.rfind("pipeline stages", 0) == 0;
   const bool metric_fault =
       fault.caught_by == "sharded_reduction" || fault.caught_by == "collective_symmetry";
   const bool cases_first =
       fault.fault == fault_mean_of_means || fault.fault == fault_median_unpadded_gather;
   auto search_scenarios = [&] {
-    row.searched = moe ? "MoE scenarios" : "scenarios";
+    row.searched = moe ? "MoE scenarios" : pipeline ? "pipeline scenarios" : "scenarios";
     search<RunConfig>(
-        row, o, moe ? gen_moe_scenario() : gen_scenario(),
+        row, o,
+        moe        ? gen_moe_scenario()
+        : pipeline ? gen_pipeline_scenario()
+                   : gen_scenario(),
         [&](RunConfig& c) { return judge_scenario(c, row.fault); }, compact);
   };
   auto search_cases = [&] {

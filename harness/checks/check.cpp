@@ -21,8 +21,10 @@ namespace {
 
 std::string describe(const RunConfig& c) {
   std::string s = "tp " + std::to_string(c.tp) + " x cp " + std::to_string(c.cp) + " x dp " +
-                  std::to_string(c.dp) + (c.sp ? " (sp)" : "") + ", " + std::to_string(c.layers) +
-                  " layer(s), " + std::string(to_string(c.dtype)) +
+                  std::to_string(c.dp) + (c.pp > 1 ? " x pp " + std::to_string(c.pp) : "") +
+                  (c.sp ? " (sp)" : "") +
+                  (c.vpp > 1 ? ", " + std::to_string(c.vpp) + " chunks per stage" : "") + ", " +
+                  std::to_string(c.layers) + " layer(s), " + std::string(to_string(c.dtype)) +
                   (c.fp32_residual ? " (fp32 residual stream)" : "") + ", recompute " + c.recompute;
   if (c.recompute == "full-uniform" || c.recompute == "full-block")
     s += " (" + std::to_string(c.recompute_layers) + ")";

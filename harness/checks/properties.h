@@ -36,7 +36,8 @@ bool kind_captured_by_layer_graphs(const RunConfig& c, const std::string& kind);
 // plus router_diagnostics where the model observes it (7 or 8); plus the logits;
 // plus one mtp_logits site per MTP depth; plus, with --observe-wgrad, one
 // weight_gradient site per parameter the rank holds (`parameters`).
-std::size_t expected_site_count(const RunConfig& c, std::size_t parameters = 0);
+// With pp > 1: the sites of pipeline stage `stage`.
+std::size_t expected_site_count(const RunConfig& c, std::size_t parameters = 0, int stage = 0);
 std::string site_count_rule(const RunConfig& c);  // "6 per layer + the logits"
 
 // Counts: every (rank, step, microbatch, site, phase) observed as often as the

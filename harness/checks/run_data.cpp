@@ -56,6 +56,14 @@ RankRun rank_run_from(const nlohmann::json& r) {
       if (t.contains("sum_sq")) o.sum_sq = number_or_nan(t["sum_sq"]);
       out.trace.push_back(std::move(o));
     }
+  if (r.contains("coordinates") && r["coordinates"].contains("pp"))
+    out.stage = r["coordinates"]["pp"].get<int>();
+  if (r.contains("point_to_point"))
+    for (const nlohmann::json& m : r["point_to_point"])
+      out.point_to_point.push_back({m.at("peer").get<int>(), m.at("sends").get<std::int64_t>(),
+                                    m.at("recvs").get<std::int64_t>(),
+                                    m.at("send_hash").get<std::string>(),
+                                    m.at("recv_hash").get<std::string>()});
   if (r.contains("collectives"))
     for (const auto& [axis, g] : r["collectives"].items())
       out.collectives[axis] = {g.at("ranks").get<std::vector<int>>(), g.at("calls").get<std::int64_t>(),

@@ -55,8 +55,19 @@ struct GroupCalls {
   std::string hash;
 };
 
+// One rank's point-to-point traffic with one peer (global rank): counts and
+// the FNV-1a chains of the messages' pair fingerprints, as the model program
+// reports them ("point_to_point").
+struct PeerMessages {
+  int peer = 0;
+  std::int64_t sends = 0, recvs = 0;
+  std::string send_hash, recv_hash;
+};
+
 struct RankRun {
   int rank = 0;
+  int stage = 0;  // the pipeline stage (coordinates.pp; 0 without PP)
+  std::vector<PeerMessages> point_to_point;
   // Parameter -> its TP split: "shard" or "replica" (absent in older results).
   std::map<std::string, std::string> parameter_tp;
   std::vector<StepData> steps;

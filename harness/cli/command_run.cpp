@@ -29,9 +29,13 @@ void print_run_header(const RunConfig& c, std::ostream& out) {
         << ")";
   if (c.mtp_layers > 0) out << ", " << c.mtp_layers << " MTP depth(s)";
   out << "; " << c.world_size() << " rank(s) = tp " << c.tp << " x cp " << c.cp << " x dp " << c.dp
-      << (c.sp ? " (sp)" : "") << (c.moe_experts > 0 ? ", ep " + std::to_string(c.ep) : "")
-      << ", launch " << to_string(c.launch) << "; " << c.steps << " step(s), SGD lr " << c.lr
-      << ", seed " << c.seed << std::endl;
+      << (c.pp > 1 ? " x pp " + std::to_string(c.pp) : "") << (c.sp ? " (sp)" : "")
+      << (c.vpp > 1  ? ", " + std::to_string(c.vpp) + " chunks per stage (interleaved 1F1B)"
+          : c.pp > 1 ? ", 1F1B"
+                     : "")
+      << (c.moe_experts > 0 ? ", ep " + std::to_string(c.ep) : "") << ", launch "
+      << to_string(c.launch) << "; " << c.steps << " step(s), SGD lr " << c.lr << ", seed "
+      << c.seed << std::endl;
 }
 
 // --dump: the ranks write into DIR.partial; this adds manifest.json and

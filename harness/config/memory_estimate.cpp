@@ -35,21 +35,26 @@ std::optional<double> cgroup_limit() {
 
 MemoryEstimate estimate_rank_memory(const RunConfig& c) {
   const double b = dtype_bytes(c.dtype);
-  const double h = c.hidden, tp = c.tp, layers = c.layers;
+  // A pipeline stage holds layers / pp on average, and the embedding and the
+  // output layer sit on one stage each: per rank, the average over stages
+  // (what per_rank() times the ranks adds up to).
+  const double h = c.hidden, tp = c.tp, pp = std::max(1, c.pp);
+  const double layers = double(c.layers) / pp;
   const double ffn = c.moe_experts > 0 && c.moe_ffn_hidden > 0 ? c.moe_ffn_hidden : c.ffn_hidden;
   const double fc1 = c.activation == ActivationOption::swiglu ? 2 * ffn : ffn;
   // Weights: attention (qkv + proj), the MLP (fc1, fc2) or this rank's experts.
   const double experts_here =
       c.moe_experts > 0 ? std::max(1.0, static_cast<double>(c.moe_experts) / c.ep) : 1.0;
   const double layer_weights = 4 * h * h / tp + experts_here * (fc1 + ffn) * h / tp;
-  double weights = layers * layer_weights + c.vocab * h / tp * (c.untie ? 2 : 1);
-  if (c.position_embedding == PositionEmbeddingOption::learned) weights += double(c.seq) * h;
+  double weights = layers * layer_weights + c.vocab * h / tp * (c.untie ? 2 : 1) / pp;
+  if (c.position_embedding == PositionEmbeddingOption::learned) weights += double(c.seq) * h / pp;
   MemoryEstimate e;
   e.parameters = 2 * b * weights;  // the weights and their gradients
   // One microbatch on this rank: a residual-sized tensor per layer kept for
   // backward, the MLP's hidden activation of one layer, and the logits.
   const double tokens = double(c.micro_batch) * c.seq / c.cp;
-  e.activations = b * (layers * tokens * h + tokens * fc1 / tp + tokens * double(c.vocab) / tp);
+  e.activations =
+      b * (layers * tokens * h + tokens * fc1 / tp + tokens * double(c.vocab) / tp / pp);
   return e;
 }
 
@@ -86,6 +91,7 @@ std::vector<ConfigViolation> check_memory(const RunConfig& config, int ranks_her
   if (single_rank_too) {
     RunConfig one = config;
     one.tp = one.cp = one.dp = one.ep = 1;
+    one.clear_pipeline();
     one.microbatches = config.microbatches * config.dp;
     const double single = estimate_rank_memory(one).per_rank();
     if (single > need) {

@@ -90,6 +90,13 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.mtp_layers = c.mtp_layers;
   m.mtp_repeated_layer = c.mtp_repeated_layer;
   m.observe_wgrad = c.observe_wgrad;
+  m.pipeline.pp = c.pp;
+  m.pipeline.vpp = c.vpp;
+  if (c.pp_first_layers > 0) m.pipeline.first_stage_layers = c.pp_first_layers;
+  if (c.pp_last_layers > 0) m.pipeline.last_stage_layers = c.pp_last_layers;
+  m.pipeline.account_for_embedding = c.pp_account_embedding;
+  m.pipeline.account_for_loss = c.pp_account_loss;
+  m.pipeline.layout = c.pp_layout;
   return m;
 }
 

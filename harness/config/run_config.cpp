@@ -156,6 +156,13 @@ std::optional<RecomputeSpec> parse_recompute(std::string_view spec, std::string*
   return out;
 }
 
+void RunConfig::clear_pipeline() {
+  pp = vpp = 1;
+  pp_first_layers = pp_last_layers = 0;
+  pp_account_embedding = pp_account_loss = false;
+  pp_layout.clear();
+}
+
 RecomputeSpec RunConfig::recompute_spec() const {
   std::string why;
   std::optional<RecomputeSpec> spec = parse_recompute(recompute, &why);

@@ -77,7 +77,16 @@ struct RunConfig {
   int tp = 1;
   int cp = 1;
   int dp = 1;
-  int ep = 1;                              // expert parallel, inside cp x dp; divides cp*dp
+  int ep = 1;  // expert parallel, inside cp x dp; divides cp*dp
+  // Pipeline parallelism (docs/model.md "Pipeline layer placement" and "Pipeline
+  // schedules"): stages, model chunks per stage, and Megatron's placement options.
+  int pp = 1;
+  int vpp = 1;
+  int pp_first_layers = 0;  // decoder layers on the first stage; 0 = Megatron's None
+  int pp_last_layers = 0;   // on the last stage; 0 = Megatron's None
+  bool pp_account_embedding = false;
+  bool pp_account_loss = false;
+  std::string pp_layout;                   // Megatron's pipeline_model_parallel_layout; "" = none
   bool sp = false;                         // sequence parallelism (needs tp > 1)
   LaunchMode launch = LaunchMode::threads;
   std::string backend = "reference";  // a registered backend (harness/backend/registry.h)
@@ -147,7 +156,10 @@ struct RunConfig {
   std::string load_batch;    // safetensors: tokens, labels int64 [rows, seq]
   std::string dump;          // parity run --dump DIR; "" = none
 
-  int world_size() const { return tp * cp * dp; }
+  int world_size() const { return tp * cp * dp * pp; }
+  // The same run without pipeline parallelism (pp 1 and every placement option
+  // at its default): the single-rank and memory-estimate runs.
+  void clear_pipeline();
   // Parsed recompute spec; call only on a validated config (throws otherwise).
   RecomputeSpec recompute_spec() const;
   // Global batch per step: micro_batch * microbatches * dp sequences.

@@ -147,6 +147,33 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(integer("ep", &RunConfig::ep, kRuntime,
                       "expert-parallel size, laid out inside the cp x dp ranks (must divide cp*dp)",
                       positive));
+  f.push_back(integer("pp", &RunConfig::pp, kRuntime,
+                      "pipeline-parallel size: stages, the slowest index of Megatron's rank order "
+                      "(tp, cp, dp, pp); 1F1B schedule",
+                      positive));
+  f.push_back(integer("vpp", &RunConfig::vpp, kRuntime,
+                      "model chunks per pipeline stage: the interleaved 1F1B schedule (needs "
+                      "--pp > 1 and microbatches a multiple of pp)",
+                      positive));
+  f.push_back(integer("pp-first-layers", &RunConfig::pp_first_layers, kRuntime,
+                      "decoder layers on the first pipeline stage (0 = an even split; "
+                      "Megatron's num_layers_in_first_pipeline_stage)",
+                      at_least(0, "must be >= 0")));
+  f.push_back(integer("pp-last-layers", &RunConfig::pp_last_layers, kRuntime,
+                      "decoder layers on the last pipeline stage (0 = an even split; Megatron's "
+                      "num_layers_in_last_pipeline_stage)",
+                      at_least(0, "must be >= 0")));
+  f.push_back(flag("pp-account-embedding", &RunConfig::pp_account_embedding, kRuntime,
+                   "count the embedding as a layer when splitting stages (Megatron's "
+                   "account_for_embedding_in_pipeline_split)"));
+  f.push_back(flag("pp-account-loss", &RunConfig::pp_account_loss, kRuntime,
+                   "count the loss as a layer when splitting stages (Megatron's "
+                   "account_for_loss_in_pipeline_split)"));
+  f.push_back(named(text("pp-layout", &RunConfig::pp_layout, kRuntime,
+                         "explicit stage layout, chunks separated by |: E embedding, t decoder "
+                         "layer, L loss, x*n repeats (Megatron's pipeline_model_parallel_layout, "
+                         "e.g. Et*3|t*3|t*2L)"),
+                    "LAYOUT"));
   f.push_back(flag("sp", &RunConfig::sp, kRuntime, "sequence parallelism (needs --tp > 1)"));
   f.push_back(choice("launch", &RunConfig::launch, kRuntime,
                      "how ranks run: threads (one process), processes (one per rank), env "

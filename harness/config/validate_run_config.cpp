@@ -96,14 +96,31 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     if (f.range && !f.range->contains(f.get(c).get<double>()))
       add(std::string(f.key), std::string(f.range->rule));
 
-  const bool sizes_ok = !has("tp") && !has("cp") && !has("dp");
-  const long long world = sizes_ok ? static_cast<long long>(c.tp) * c.cp * c.dp : 0;
+  const bool sizes_ok = !has("tp") && !has("cp") && !has("dp") && !has("pp");
+  const long long world = sizes_ok ? static_cast<long long>(c.tp) * c.cp * c.dp * c.pp : 0;
   if (sizes_ok && world > kMaxWorldSize)
-    add("dp",
-        "world size tp*cp*dp = " + std::to_string(c.tp) + "*" + std::to_string(c.cp) + "*" +
-            std::to_string(c.dp) + " = " + std::to_string(world) + " exceeds the maximum of " +
-            std::to_string(kMaxWorldSize),
-        {"tp", "cp"});
+    add(c.pp > 1 ? "pp" : "dp",
+        "world size tp*cp*dp" + std::string(c.pp > 1 ? "*pp" : "") + " = " + std::to_string(c.tp) +
+            "*" + std::to_string(c.cp) + "*" + std::to_string(c.dp) +
+            (c.pp > 1 ? "*" + std::to_string(c.pp) : std::string()) + " = " +
+            std::to_string(world) + " exceeds the maximum of " + std::to_string(kMaxWorldSize),
+        c.pp > 1 ? std::vector<std::string>{"tp", "cp", "dp"}
+                 : std::vector<std::string>{"tp", "cp"});
+
+  // The pipeline schedule's microbatch rules (interleaved 1F1B), and what
+  // parity's pipeline does not run yet: each named, never a silent pass.
+  if (!has("pp") && !has("vpp") && !has("microbatches")) {
+    for (const PipelineLayoutViolation& v : validate_pipeline_schedule(c.pp, c.vpp, c.microbatches))
+      add(v.field, v.rule, {"pp", "vpp"});
+  }
+  if (c.pp > 1) {
+    const std::string not_yet =
+        " is not supported with pipeline parallelism yet (pp = " + std::to_string(c.pp) + ")";
+    if (c.eval_every > 0) add("eval-every", "the evaluation forward" + not_yet, {"pp"});
+    if (!c.dump.empty()) add("dump", "--dump" + not_yet, {"pp"});
+    if (!c.load_weights.empty()) add("load-weights", "--load-weights" + not_yet, {"pp"});
+    if (c.observe_wgrad) add("observe-wgrad", "weight-gradient sites" + not_yet, {"pp"});
+  }
 
   // Expert parallelism re-slices the cp x dp ranks (Megatron's expert rank order
   // tp-ep-edp), so it must divide them.

@@ -15,6 +15,7 @@
 #include "harness/backend/registry.h"
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
+#include "harness/driver/pipeline_step.h"
 #include "harness/driver/run_dump.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/collector.h"
@@ -27,6 +28,7 @@
 #include "harness/model/multi_token_prediction.h"
 #include "harness/model/parameter_norms.h"
 #include "harness/observation/execution_point.h"
+#include "harness/parallel/point_to_point.h"
 #include "harness/parallel/rank_status.h"
 #include "harness/runtime/launcher.h"
 #include "harness/trace/trace_recorder.h"
@@ -95,9 +97,11 @@ bool wants(const TrainingOptions& o, const char* metric) {
          o.parameter_metrics.end();
 }
 
-// One step; `recorder` and `layout` (the distributed optimizer's) may be null.
+// One step; `recorder`, `layout` (the distributed optimizer's) and `schedule`
+// (this pipeline stage's; null without PP) may be null.
 StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step,
-                    const TraceRecorder* recorder, const FlatShardLayout* layout) {
+                    const TraceRecorder* recorder, const FlatShardLayout* layout,
+                    const std::vector<ScheduleStep>* schedule) {
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_cpu_seconds();
   const std::int64_t before = recorder ? recorder->size() : 0;
@@ -166,7 +170,23 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     return out;
   };
   std::vector<at::Tensor> logits_of, loss_of, token_losses_of;
-  {
+  if (schedule) {
+    // A pipeline stage runs its schedule's forwards and backwards; the stage
+    // with the loss returns the microbatches' outputs, the others nothing.
+    ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
+    PipelineStepInputs pin;
+    pin.step = step;
+    pin.positions = positions;
+    pin.batch_tokens = batch_tokens;
+    for (std::int64_t m = 0; m < o.microbatches; ++m) {
+      pin.tokens.push_back(inputs[static_cast<std::size_t>(1 + 2 * m)]);
+      pin.labels.push_back(inputs[static_cast<std::size_t>(2 + 2 * m)]);
+    }
+    PipelineStepOutputs out = run_pipeline_microbatches(model, pin, *schedule);
+    logits_of = std::move(out.logits);
+    loss_of = std::move(out.loss);
+    token_losses_of = std::move(out.token_losses);
+  } else {
     ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
     const std::vector<at::Tensor> out = model.run_iteration(body, inputs);
     for (std::size_t i = 0; i + 2 < out.size(); i += 3) {
@@ -194,7 +214,8 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
     r.metrics.push_back({std::move(s.metric), std::move(s.label), s.value});
   for (LoggedStatistic& s : model.logged_mtp_losses(o.microbatches))
     r.metrics.push_back({std::move(s.metric), std::move(s.label), s.value});
-  r.loss = sum_over(par.dp, sum_over(par.cp, loss_share));
+  // Only the stage with the loss holds a share; every rank reports the sum.
+  r.loss = sum_over(par.pp, sum_over(par.dp, sum_over(par.cp, loss_share)));
   at::NoGradGuard no_grad;
   r.grad_digest = kFnvOffset;
   for (Parameter& p : model.parameters()) {
@@ -283,8 +304,11 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
   std::optional<FlatShardLayout> layout;
   if (o.distributed_optimizer)
     layout.emplace(model.parameters(), model.parallel().dp_rank(), model.parallel().dp_size());
+  std::optional<std::vector<ScheduleStep>> schedule;
+  if (model.parallel().pp_size() > 1) schedule = stage_schedule(model, o.microbatches);
   for (std::int64_t s = 0; s < o.steps; ++s) {
-    result.steps.push_back(run_step(model, o, s, o.recorder, layout ? &*layout : nullptr));
+    result.steps.push_back(run_step(model, o, s, o.recorder, layout ? &*layout : nullptr,
+                                    schedule ? &*schedule : nullptr));
     if (collector) {
       for (const MetricResult& m : collector->commit(*o.executor))
         result.steps.back().metrics.push_back({m.metric, m.label, m.value});
@@ -372,22 +396,39 @@ nlohmann::json run_model_program(RankContext& ctx) {
   nlohmann::json parameters = nlohmann::json::object();
   for (const Parameter& p : model.parameters())
     parameters[p.name] = p.shard.replicated() ? "replica" : "shard";
-  nlohmann::json j = {
-      {"rank", ctx.rank},
-      {"coordinates",
-       {{"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}}},
-      {"parameters", parameters},
-      {"steps", steps}};
+  nlohmann::json coordinates = {
+      {"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}};
+  if (ctx.coordinates.pipelined) coordinates["pp"] = ctx.coordinates.pp;
+  nlohmann::json j = {{"rank", ctx.rank},
+                      {"coordinates", coordinates},
+                      {"parameters", parameters},
+                      {"steps", steps}};
   nlohmann::json collectives = nlohmann::json::object();
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep}) {
-    // ep only when it is an axis of its own, so dense runs report what they did.
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep, Axis::pp}) {
+    // ep and pp only when they are axes of their own, so other runs report what they did.
     if (axis == Axis::ep && ctx.topology.ep() == 1) continue;
+    if (axis == Axis::pp && ctx.topology.pp() == 1) continue;
     const Communicator& c = ctx.group(axis);
     collectives[std::string(to_string(axis))] = {{"ranks", c.global_ranks()},
                                                  {"calls", c.calls_issued()},
                                                  {"hash", digest_hex(c.call_hash())}};
   }
   j["collectives"] = std::move(collectives);
+  if (ctx.topology.pp() > 1) {
+    // Point-to-point traffic per peer stage (global rank): rank a's sends to b
+    // hash as rank b's receives from a when every message arrived as sent.
+    const Communicator& pp = ctx.group(Axis::pp);
+    nlohmann::json messages = nlohmann::json::array();
+    for (const PointToPointTally& t : pp.point_to_point_tallies()) {
+      if (t.sends == 0 && t.recvs == 0) continue;
+      messages.push_back({{"peer", pp.global_ranks()[static_cast<std::size_t>(t.peer)]},
+                          {"sends", t.sends},
+                          {"send_hash", digest_hex(t.send_hash)},
+                          {"recvs", t.recvs},
+                          {"recv_hash", digest_hex(t.recv_hash)}});
+    }
+    j["point_to_point"] = std::move(messages);
+  }
   if (dump) j["dump"] = dump->files();
   if (recorder) {
     j["counts"] = recorder->counts();

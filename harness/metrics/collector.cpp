@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/metrics/stage_exchange.h"
 
 PARITY_USES_FAULT(sp_residual_mislabel);
 
@@ -133,7 +134,26 @@ void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& t
   if (any) ++counted_;
 }
 
+void MetricCollector::share_across_stages(Communicator& pp) {
+  std::vector<PreparedEntry> mine;
+  for (std::size_t m = 0; m < prepared_.size(); ++m)
+    for (auto& [name, values] : prepared_[m])
+      mine.push_back({m, values.site, std::move(values.microbatches)});
+  const at::Device device = backend_ ? backend_->device() : at::Device(at::kCPU);
+  std::vector<PreparedEntry> every = gather_across_stages(pp, mine, device);
+  for (auto& p : prepared_) p.clear();
+  for (PreparedEntry& e : every) {
+    if (e.metric >= prepared_.size())
+      throw std::logic_error("metrics: a stage sent values of metric #" + std::to_string(e.metric) +
+                             " of " + std::to_string(prepared_.size()));
+    SiteValues& v = prepared_[e.metric][e.site.full_name()];
+    v.site = e.site;
+    for (Prepared& p : e.microbatches) v.microbatches.push_back(std::move(p));
+  }
+}
+
 std::vector<MetricResult> MetricCollector::commit(MetricExecutor& executor) {
+  if (topology_.pp() > 1) share_across_stages(executor.group(Axis::pp));
   std::vector<MetricProgram> programs;
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     const Metric& metric = *metrics_[m];

@@ -88,7 +88,9 @@ class MetricCollector {
                       const ExecutionPoint& point);
 
   // Runs every program (collectives on `executor`'s groups); returns results
-  // sorted by (metric, label) and clears the prepared state.
+  // sorted by (metric, label) and clears the prepared state. With pipeline
+  // stages, first exchanges the prepared values over the pp group
+  // (stage_exchange.h), so every stage reports every label.
   std::vector<MetricResult> commit(MetricExecutor& executor);
 
   std::int64_t counted() const { return counted_; }  // observations prepared
@@ -101,6 +103,9 @@ class MetricCollector {
     MetricSite site;
     std::vector<Prepared> microbatches;
   };
+
+  // Replaces prepared_ by every stage's prepared values (stage_exchange.h).
+  void share_across_stages(Communicator& pp);
 
   std::vector<std::shared_ptr<const Metric>> metrics_;
   const Backend* backend_ = nullptr;

@@ -44,6 +44,8 @@ class MetricExecutor {
   // Runs every program to completion; results sorted by (metric, label).
   std::vector<MetricResult> run(std::vector<MetricProgram> programs);
   const ExecutorStats& stats() const { return stats_; }
+  // The communicator of this rank's group on `axis`.
+  Communicator& group(Axis axis) const { return group_(axis); }
 
  private:
   std::function<Communicator&(Axis)> group_;

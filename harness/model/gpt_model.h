@@ -188,6 +188,8 @@ class TransformerLayer : public Module {
   at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x, const at::Tensor& positions,
                      const LayerRegionRunner* graphs = nullptr) const;
   const SelfAttention& self_attention() const { return self_attention_; }
+  // The global layer number (0-based; -1: not a decoder layer).
+  std::int64_t index() const { return index_; }
   // The dense MLP (null on an MoE layer) and the MoE block (null on a dense one).
   const Mlp* mlp() const { return mlp_.get(); }
   MoELayer* moe() const { return moe_.get(); }
@@ -205,6 +207,7 @@ class TransformerLayer : public Module {
                             const at::Tensor& positions, const LayerRegionRunner& graphs) const;
   at::Tensor norm_output(const ModelRuntime& rt, const Norm& norm, const at::Tensor& x) const;
 
+  std::int64_t index_;
   Norm input_layernorm_;
   SelfAttention self_attention_;
   Norm pre_mlp_layernorm_;
@@ -234,6 +237,24 @@ struct LoggedStatistic {
   double value = 0;
 };
 
+// One model chunk of a rank (Megatron's model chunk, a virtual pipeline
+// stage): a run of consecutive global decoder layers, with the embedding on
+// the first stage's first chunk and the head (final norm, output layer, MTP
+// depths, loss) on the last stage's last chunk. Without PP a rank has one
+// chunk holding everything.
+struct ModelChunk {
+  int vp_stage = 0;
+  std::int64_t first_layer = 0;  // global number of its first decoder layer
+  std::int64_t layer_count = 0;
+  std::int64_t first_slot = 0;  // index of its first layer in GPTModel::layers()
+  bool embeds = true;           // its input is tokens (else the previous chunk's hidden state)
+  bool has_head = true;         // its output is logits (else a hidden state for the next chunk)
+  // Where the chunk sits in the pipeline's order of chunks (stage 0 chunk 0 ...
+  // stage P-1 chunk V-1): no activation arrives before the first, none leaves the last.
+  bool first_virtual_stage = true;
+  bool last_virtual_stage = true;
+};
+
 struct MtpBatch;                  // multi_token_prediction.h
 class MultiTokenPredictionLayer;  // multi_token_prediction.h
 class WeightGradientSites;        // weight_gradient_sites.h
@@ -256,9 +277,18 @@ class GPTModel {
   // their logits (mtp_logits.<k-1>) and attaches their loss to the decoder's
   // output (Megatron's MTPLossAutoScaler): the backward of the returned logits'
   // loss includes it; the logits and the returned loss do not.
+  // The whole model; a pipeline stage runs its chunks with forward_chunk.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& positions,
                      std::optional<bool> runtime_gather_output = std::nullopt,
                      const MtpBatch* mtp = nullptr);
+  // One chunk: `input` is the tokens on a chunk that embeds, else the previous
+  // chunk's hidden state [s_local(/tp), b, h]; returns the logits on the chunk
+  // with the head (observed as forward() does), else its hidden state.
+  at::Tensor forward_chunk(int chunk, const at::Tensor& input, const at::Tensor& positions,
+                           std::optional<bool> runtime_gather_output = std::nullopt,
+                           const MtpBatch* mtp = nullptr);
+  int chunk_count() const { return static_cast<int>(chunks_.size()); }
+  const ModelChunk& chunk(int index) const;  // throws std::out_of_range
   // The MTP inputs of a microbatch from its whole-sequence tokens and labels
   // ([seq, b]): each depth's shifted tokens, positions, labels and loss mask,
   // this rank's part (multi_token_prediction.h).
@@ -294,8 +324,10 @@ class GPTModel {
 
   const ModelConfig& config() const { return config_; }
   std::vector<Parameter>& parameters() { return params_.parameters(); }
+  // This rank's decoder layers, its chunks' in chunk order (all of them without PP).
   const std::vector<TransformerLayer>& layers() const { return layers_; }
-  const ColumnParallelLinear& output_layer() const { return *output_layer_; }
+  // Null on a pipeline stage without the head.
+  const ColumnParallelLinear* output_layer() const { return output_layer_.get(); }
   RngTracker& rng_tracker() { return *rng_; }
   // The backend's graph runner (backend.h's GraphRunner interface).
   GraphRunner& graph_runner() { return *graph_runner_; }
@@ -345,7 +377,8 @@ class GPTModel {
   ParameterFactory params_;
   std::unique_ptr<RngTracker> rng_;
   ModelRuntime runtime_;
-  std::unique_ptr<Embedding> embedding_;
+  std::vector<ModelChunk> chunks_;
+  std::unique_ptr<Embedding> embedding_;  // null on a chunk set without the embedding
   std::vector<TransformerLayer> layers_;
   std::unique_ptr<Norm> final_layernorm_;
   std::unique_ptr<ColumnParallelLinear> output_layer_;
@@ -363,15 +396,19 @@ class GPTModel {
                                     const at::Tensor& positions,
                                     std::optional<bool> runtime_gather_output);
 
-  // The decoder stack with recompute and per-layer graphs wrapped around the
-  // one layer structure.
-  at::Tensor decoder_forward(const at::Tensor& h, const at::Tensor& positions);
-  // Layers [begin, end) with the residual observation after each (the chunk
-  // function full recompute checkpoints).
+  // The final norm, output layer and MTP depths (the chunk with the loss).
+  void build_head(const ParallelContext& parallel);
+  // A chunk's decoder layers with recompute and per-layer graphs wrapped
+  // around the one layer structure.
+  at::Tensor decoder_forward(const ModelChunk& chunk, const at::Tensor& h,
+                             const at::Tensor& positions);
+  // Layer slots [begin, end) of layers_ with the residual observation after
+  // each (the chunk function full recompute checkpoints).
   at::Tensor run_layers(std::int64_t begin, std::int64_t end, const at::Tensor& h,
                         const at::Tensor& positions);
   // One layer, through the per-layer graph runner when graphs are per_layer.
-  at::Tensor run_layer(std::int64_t index, const at::Tensor& h, const at::Tensor& positions);
+  at::Tensor run_layer(std::int64_t slot, const at::Tensor& h, const at::Tensor& positions,
+                       bool last_of_chunk);
 };
 
 at::ScalarType to_scalar_type(ModelDType dtype);

@@ -278,6 +278,26 @@ void graph_scope_violations(const ModelConfig& c, Add&& add) {
 }
 }  // namespace
 
+// Megatron's placement rules (pipeline_layout.cpp, fields named by their run
+// keys), and what parity's pipeline does not run yet, each named.
+template <typename Add>
+void pipeline_violations(const ModelConfig& c, Add&& add) {
+  for (const PipelineLayoutViolation& v : validate_pipeline_layout(c.pipeline_layout()))
+    add(v.field, v.value, v.rule);
+  if (!c.pipelined()) return;
+  const std::string not_yet =
+      "is not supported with pipeline parallelism yet (pp = " + str(c.pipeline.pp) + ")";
+  if (c.graphs != GraphMode::none)
+    add("graphs", std::string(to_string(c.graphs)), "graphs " + not_yet + ": needs graphs none",
+        {"pp"});
+  if (!c.untie_embeddings)
+    add("untie", "false", "tied embeddings " + not_yet + ": needs untie", {"pp"});
+  // Megatron's MTP on the last stage reads a copy of the word embeddings.
+  if (c.mtp_layers > 0)
+    add("mtp_layers", str(c.mtp_layers), "multi-token prediction " + not_yet, {"pp"});
+  if (c.moe.enabled()) add("moe_experts", str(c.moe.experts), "MoE layers " + not_yet, {"pp"});
+}
+
 std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp, int ep) const {
   std::vector<ModelConfigViolation> out;
   auto add = [&](std::string field, std::string value, std::string rule,
@@ -383,7 +403,15 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
         {"graphs"});
   moe_violations(*this, tp, ep, add);
   graph_scope_violations(*this, add);
+  pipeline_violations(*this, add);
   return out;
+}
+
+PipelineLayoutConfig ModelConfig::pipeline_layout() const {
+  PipelineLayoutConfig p = pipeline;
+  p.num_layers = static_cast<int>(layers);
+  p.mtp_layers = static_cast<int>(mtp_layers);
+  return p;
 }
 
 void ModelConfig::validate(int tp, int cp, int dp, int ep) const {

@@ -10,6 +10,7 @@
 
 #include "harness/backend/backend.h"  // GraphMode (the graph interface's modes)
 #include "harness/graphs/graph_scope.h"
+#include "harness/model/pipeline_layout.h"
 
 namespace parity {
 
@@ -156,8 +157,17 @@ struct ModelConfig {
   double mtp_loss_scale = 0.1;  // Megatron's mtp_loss_scaling_factor (its default)
   // A weight_gradient observation site per parameter (harness/model/weight_gradient_sites.h).
   bool observe_wgrad = false;
+  // Pipeline parallelism (docs/model.md "Pipeline layer placement"): stages,
+  // chunks per stage and Megatron's placement options. Its num_layers and
+  // mtp_layers are not read: pipeline_layout() takes them from layers and
+  // mtp_layers.
+  PipelineLayoutConfig pipeline;
 
   std::int64_t head_dim() const { return hidden / heads; }
+  // `pipeline` with the model's layer and MTP counts: what pipeline_layout.h's
+  // functions take.
+  PipelineLayoutConfig pipeline_layout() const;
+  bool pipelined() const { return pipeline.pp > 1; }
   std::int64_t fc1_width() const {
     return activation == ActivationKind::swiglu ? 2 * ffn_hidden : ffn_hidden;
   }

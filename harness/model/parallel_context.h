@@ -13,6 +13,9 @@ struct ParallelContext {
   Communicator* dp = nullptr;
   // Expert parallel: laid out inside cp x dp (ParallelTopology::ep_rank).
   Communicator* ep = nullptr;
+  // Pipeline: the stages holding this rank's (tp, cp, dp) slice; its group
+  // rank is the stage (point-to-point, harness/parallel/point_to_point.h).
+  Communicator* pp = nullptr;
 
   static int rank_of(const Communicator* c) { return c ? c->rank() : 0; }
   static int size_of(const Communicator* c) { return c ? c->size() : 1; }
@@ -24,10 +27,13 @@ struct ParallelContext {
   int dp_size() const { return size_of(dp); }
   int ep_rank() const { return rank_of(ep); }
   int ep_size() const { return size_of(ep); }
+  int pp_rank() const { return rank_of(pp); }
+  int pp_size() const { return size_of(pp); }
 
   static ParallelContext single() { return {}; }
   static ParallelContext from(RankGroups& groups) {
-    return ParallelContext{groups.tp.get(), groups.cp.get(), groups.dp.get(), groups.ep.get()};
+    return ParallelContext{groups.tp.get(), groups.cp.get(), groups.dp.get(), groups.ep.get(),
+                           groups.pp.get()};
   }
 };
 

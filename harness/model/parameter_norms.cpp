@@ -51,6 +51,9 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
   if (!squares.empty())
     sums.index_add_(0, at::tensor(slots, at::kLong).to(model.device()), at::stack(squares));
   sums = sum_over(par.tp, sums);
+  // Each stage holds its own layers (Megatron's norm reduces over the
+  // model-parallel group, pipeline included).
+  sums = sum_over(par.pp, sums);
   at::Tensor dense = sums.narrow(0, 0, L + 1), experts = sums.narrow(0, L + 1, L + 1);
   if (layout) dense = sum_over(par.dp, dense);
   experts = sum_over(par.ep, experts);

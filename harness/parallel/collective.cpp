@@ -15,6 +15,10 @@ std::string_view to_string(CollectiveOp op) {
       return "all_to_all_counts";
     case CollectiveOp::all_to_all:
       return "all_to_all";
+    case CollectiveOp::send:
+      return "send";
+    case CollectiveOp::recv:
+      return "recv";
   }
   return "?";
 }
@@ -62,6 +66,12 @@ std::string CollectiveCall::describe() const {
       s += "(" + std::string(to_string(reduce)) + ", dim " + std::to_string(dim) + ")";
       break;
     case CollectiveOp::broadcast: s += "(root " + std::to_string(dim) + ")"; break;
+    case CollectiveOp::send:
+    case CollectiveOp::recv:
+      s += std::string(op == CollectiveOp::send ? "(to " : "(from ") +
+           std::string(to_string(axis)) + " rank " + std::to_string(dim) +
+           (label.empty() ? "" : ": " + label) + ")";
+      break;
     case CollectiveOp::barrier:
     case CollectiveOp::all_to_all_counts:
     case CollectiveOp::all_to_all:
@@ -82,9 +92,9 @@ std::string CollectiveCall::describe() const {
 }
 
 bool CollectiveCall::same_call(const CollectiveCall& other) const {
-  return op == other.op && reduce == other.reduce && axis == other.axis &&
-         dtype == other.dtype && shape == other.shape && dim == other.dim &&
-         sequence == other.sequence;
+  return op == other.op && reduce == other.reduce && axis == other.axis && dtype == other.dtype &&
+         shape == other.shape && dim == other.dim && sequence == other.sequence &&
+         message == other.message;
 }
 
 }  // namespace parity

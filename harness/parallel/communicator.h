@@ -6,8 +6,10 @@
 // `CollectiveTransport` that a backend implements (reference/: Gloo; cuda/: NCCL).
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/parallel/collective.h"
@@ -18,8 +20,23 @@ class Tensor;
 
 namespace parity {
 
-class RankStatus;       // harness/parallel/rank_status.h
-struct AllToAllResult;  // harness/parallel/all_to_all.h
+class RankStatus;             // harness/parallel/rank_status.h
+struct AllToAllResult;        // harness/parallel/all_to_all.h
+struct PointToPointOp;        // harness/parallel/point_to_point.h
+struct PointToPointTransfer;  // harness/parallel/point_to_point.h
+
+// The messages one rank exchanged with one peer, per direction: counts and the
+// sum of each message's pair-fingerprint hash (sender, receiver, channel, pair
+// index, message, dtype, shape). Rank a's sends to b and rank b's receives from
+// a hash equal iff every message was received as it was sent (the
+// collective_symmetry of point-to-point traffic).
+struct PointToPointTally {
+  int peer = 0;  // group rank
+  std::int64_t sends = 0;
+  std::uint64_t send_hash = 0xcbf29ce484222325ull;
+  std::int64_t recvs = 0;
+  std::uint64_t recv_hash = 0xcbf29ce484222325ull;
+};
 
 // Data movement only. Tensors are contiguous; results are new tensors unless
 // stated. Every call blocks until done or throws (timeout included).
@@ -40,6 +57,10 @@ class CollectiveTransport {
   // (all_to_all.cpp) all-gathers and keeps this rank's chunks, so every
   // transport has it; a transport with a native all-to-all overrides it.
   virtual at::Tensor all_to_all(const at::Tensor& input);
+  // Starts every send and receive, then waits for all (receives fill their
+  // buffers). The default throws CollectiveError: a transport without
+  // point-to-point messages cannot carry a pipeline.
+  virtual void exchange(std::vector<PointToPointTransfer>& transfers);
 };
 
 struct CommunicatorOptions {
@@ -79,6 +100,18 @@ class Communicator {
   // all_to_all (the chunks padded to the group's largest: [size, max chunk, ...],
   // equal on every rank). Include harness/parallel/all_to_all.h to use it.
   AllToAllResult all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& send_counts);
+  // A batch of point-to-point sends and receives with peers of this group,
+  // issued together and completed together (no deadlock between two
+  // neighbours that both send and receive). Returns the received tensors in
+  // the batch's order of receives. Each op is numbered (sequence) and recorded
+  // as the last collective; with check_collectives each message's fingerprint
+  // (peer, pair index, message, dtype, shape) is compared with the peer's
+  // before data moves. Not part of call_hash(): the two sides of a message
+  // issue different calls; point_to_point_tallies() pairs them instead.
+  // Include harness/parallel/point_to_point.h to use it.
+  std::vector<at::Tensor> exchange(const std::vector<PointToPointOp>& batch);
+  // One tally per group rank (this rank's own entry stays empty).
+  const std::vector<PointToPointTally>& point_to_point_tallies() const { return tallies_; }
 
   // "tp group [0, 1]" (global ranks), as error messages name the group.
   std::string group_label() const;
@@ -110,8 +143,14 @@ class Communicator {
   std::unique_ptr<CollectiveTransport> transport_;  // null when size() == 1
   RankStatus* status_;
   CommunicatorOptions options_;
+  // The messages of one batch, checked (peers in range, tensors defined): throws
+  // std::invalid_argument naming the op.
+  void check_exchange(const std::vector<PointToPointOp>& batch) const;
   std::int64_t sequence_ = 0;
   std::uint64_t call_hash_ = 0xcbf29ce484222325ull;
+  std::vector<PointToPointTally> tallies_;  // point_to_point.cpp; empty until the first exchange
+  // (peer, channel, sending) -> messages so far: the next message's pair index.
+  std::map<std::tuple<int, int, bool>, std::int64_t> pair_index_;
 };
 
 }  // namespace parity

@@ -58,13 +58,16 @@ Communicator& RankGroups::get(Axis axis) {
     case Axis::ep:
       c = &ep;
       break;
+    case Axis::pp:
+      c = &pp;
+      break;
   }
   if (!c || !*c) throw std::logic_error("no " + std::string(to_string(axis)) + " group");
   return **c;
 }
 
 // Creation order is part of the protocol: every rank creates tp, cp, dp, ep,
-// world in that order. Creating a group of more than one rank blocks until all its
+// pp, world in that order. Creating a group of more than one rank blocks until all its
 // members have joined (Gloo connects a full mesh), so ranks that created their
 // groups in different orders could wait on each other forever (until the
 // timeout). Groups of one rank get no transport and never wait.
@@ -75,7 +78,7 @@ RankGroups make_rank_groups(const ParallelTopology& topology, int rank,
     throw std::out_of_range("rank " + std::to_string(rank) + " outside a world of " +
                             std::to_string(topology.world_size()));
   RankGroups groups;
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::world}) {
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::pp, Axis::world}) {
     std::vector<int> ranks = topology.group_ranks(rank, axis);
     int index = -1;
     for (std::size_t i = 0; i < ranks.size(); ++i)
@@ -96,6 +99,9 @@ RankGroups make_rank_groups(const ParallelTopology& topology, int rank,
       case Axis::world: groups.world = std::move(comm); break;
       case Axis::ep:
         groups.ep = std::move(comm);
+        break;
+      case Axis::pp:
+        groups.pp = std::move(comm);
         break;
     }
   }

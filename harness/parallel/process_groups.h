@@ -1,6 +1,7 @@
 #pragma once
 // Builds, for one rank, a communicator per axis (tp, cp, dp), the expert-parallel
-// group (ep) and the world group, over a transport chosen by name ("gloo" for
+// group (ep), the pipeline group (pp: point-to-point between stages) and the
+// world group, over a transport chosen by name ("gloo" for
 // the reference backend).
 #include <chrono>
 #include <functional>
@@ -32,8 +33,9 @@ std::unique_ptr<TransportFactory> make_transport_factory(const std::string& name
 
 struct RankGroups {
   // Every member is a communicator, a group of one where the axis has size 1
-  // (ep included); ep may be null only in groups a test assembles by hand.
-  std::unique_ptr<Communicator> tp, cp, dp, world, ep;
+  // (ep and pp included); ep and pp may be null only in groups a test
+  // assembles by hand.
+  std::unique_ptr<Communicator> tp, cp, dp, world, ep, pp;
   Communicator& get(Axis axis);
 };
 

@@ -116,8 +116,10 @@ RankState RankStatus::state() const {
   return static_cast<RankState>(record_->state.load(std::memory_order_acquire));
 }
 
-void RankStatus::enter_collective(const CollectiveCall& call) {
-  write_text(*record_, record_->last_collective, call.describe());
+void RankStatus::enter_collective(const CollectiveCall& call) { enter_collective(call.describe()); }
+
+void RankStatus::enter_collective(const std::string& description) {
+  write_text(*record_, record_->last_collective, description);
   set_state(RankState::in_collective);
 }
 

@@ -94,6 +94,8 @@ class RankStatus {
   void set_state(RankState state);
   RankState state() const;
   void enter_collective(const CollectiveCall& call);
+  // A batch of point-to-point messages: the description names every message.
+  void enter_collective(const std::string& description);
   void leave_collective();
   void mark_progress();
   // A step-loop heartbeat: progress, and where it was made.

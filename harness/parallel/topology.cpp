@@ -12,18 +12,20 @@ std::string_view to_string(Axis axis) {
     case Axis::world: return "world";
     case Axis::ep:
       return "ep";
+    case Axis::pp:
+      return "pp";
   }
   return "?";
 }
 
 std::string to_string(const RankCoordinates& c) {
   return "(tp=" + std::to_string(c.tp) + ", cp=" + std::to_string(c.cp) +
-         ", dp=" + std::to_string(c.dp) + ")";
+         ", dp=" + std::to_string(c.dp) + (c.pipelined ? ", pp=" + std::to_string(c.pp) : "") + ")";
 }
 
-ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep)
-    : tp_(tp), cp_(cp), dp_(dp), ep_(ep) {
-  if (tp < 1 || cp < 1 || dp < 1 || ep < 1)
+ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep, int pp)
+    : tp_(tp), cp_(cp), dp_(dp), ep_(ep), pp_(pp) {
+  if (tp < 1 || cp < 1 || dp < 1 || ep < 1 || pp < 1)
     throw std::invalid_argument("parallel sizes must be >= 1");
   if ((cp * dp) % ep != 0)
     throw std::invalid_argument("ep " + std::to_string(ep) +
@@ -38,17 +40,25 @@ int ParallelTopology::size(Axis axis) const {
     case Axis::world: return world_size();
     case Axis::ep:
       return ep_;
+    case Axis::pp:
+      return pp_;
   }
   return 1;
 }
 
 RankCoordinates ParallelTopology::coordinates(int rank) const {
   if (rank < 0 || rank >= world_size()) throw std::out_of_range("rank out of range");
-  return {rank % tp_, (rank / tp_) % cp_, rank / (tp_ * cp_)};
+  RankCoordinates c;
+  c.tp = rank % tp_;
+  c.cp = (rank / tp_) % cp_;
+  c.dp = (rank / (tp_ * cp_)) % dp_;
+  c.pp = rank / (tp_ * cp_ * dp_);
+  c.pipelined = pp_ > 1;
+  return c;
 }
 
 int ParallelTopology::rank_of(const RankCoordinates& c) const {
-  return c.tp + tp_ * (c.cp + cp_ * c.dp);
+  return c.tp + tp_ * (c.cp + cp_ * (c.dp + dp_ * c.pp));
 }
 
 int ParallelTopology::coordinate(int rank, Axis axis) const {
@@ -60,6 +70,8 @@ int ParallelTopology::coordinate(int rank, Axis axis) const {
     case Axis::world: return rank;
     case Axis::ep:
       return ep_rank(rank);
+    case Axis::pp:
+      return c.pp;
   }
   return 0;
 }
@@ -82,8 +94,8 @@ std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
   }
   RankCoordinates c = coordinates(rank);
   if (axis == Axis::ep) {
-    // Same tp and expert-data-parallel index; the combined cp/dp index j runs
-    // over edp*EP .. edp*EP + EP-1.
+    // Same tp, stage and expert-data-parallel index; the combined cp/dp index
+    // j runs over edp*EP .. edp*EP + EP-1.
     const int first = expert_data_parallel_rank(rank) * ep_;
     for (int i = 0; i < ep_; ++i) {
       c.cp = (first + i) % cp_;
@@ -93,7 +105,23 @@ std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
     return ranks;
   }
   for (int i = 0; i < size(axis); ++i) {
-    (axis == Axis::tp ? c.tp : axis == Axis::cp ? c.cp : c.dp) = i;
+    switch (axis) {
+      case Axis::tp:
+        c.tp = i;
+        break;
+      case Axis::cp:
+        c.cp = i;
+        break;
+      case Axis::dp:
+        c.dp = i;
+        break;
+      case Axis::pp:
+        c.pp = i;
+        break;
+      case Axis::world:
+      case Axis::ep:
+        break;
+    }
     ranks.push_back(rank_of(c));
   }
   return ranks;
@@ -101,14 +129,23 @@ std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
 
 std::string ParallelTopology::group_name(int rank, Axis axis) const {
   const RankCoordinates c = coordinates(rank);
+  // Groups inside a stage carry the stage only when there are stages, so runs
+  // without PP keep their store prefixes and report names.
+  const std::string stage = pp_ > 1 ? ".pp" + std::to_string(c.pp) : "";
   switch (axis) {
-    case Axis::tp: return "tp.cp" + std::to_string(c.cp) + ".dp" + std::to_string(c.dp);
-    case Axis::cp: return "cp.tp" + std::to_string(c.tp) + ".dp" + std::to_string(c.dp);
-    case Axis::dp: return "dp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp);
+    case Axis::tp:
+      return "tp.cp" + std::to_string(c.cp) + ".dp" + std::to_string(c.dp) + stage;
+    case Axis::cp:
+      return "cp.tp" + std::to_string(c.tp) + ".dp" + std::to_string(c.dp) + stage;
+    case Axis::dp:
+      return "dp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp) + stage;
     case Axis::world: return "world";
     case Axis::ep:
       return "ep.tp" + std::to_string(c.tp) + ".edp" +
-             std::to_string(expert_data_parallel_rank(rank));
+             std::to_string(expert_data_parallel_rank(rank)) + stage;
+    case Axis::pp:
+      return "pp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp) + ".dp" +
+             std::to_string(c.dp);
   }
   return "?";
 }

@@ -130,18 +130,19 @@ nlohmann::json FailureReport::to_json() const {
   j["abandoned_threads"] = abandoned_threads;
   j["ranks"] = nlohmann::json::array();
   for (const RankFailure& f : ranks) {
-    j["ranks"].push_back(
-        {{"rank", f.rank},
-         {"coordinates",
-          {{"tp", f.coordinates.tp}, {"cp", f.coordinates.cp}, {"dp", f.coordinates.dp}}},
-         {"kind", std::string(to_string(f.kind))},
-         {"victim", f.victim},
-         {"in_collective", f.in_collective},
-         {"detail", f.detail},
-         {"last_collective", f.last_collective},
-         {"last_step_point", f.last_step_point},
-         {"seconds", f.seconds},
-         {"line", format_rank_failure(f)}});
+    nlohmann::json coordinates = {
+        {"tp", f.coordinates.tp}, {"cp", f.coordinates.cp}, {"dp", f.coordinates.dp}};
+    if (f.coordinates.pipelined) coordinates["pp"] = f.coordinates.pp;
+    j["ranks"].push_back({{"rank", f.rank},
+                          {"coordinates", coordinates},
+                          {"kind", std::string(to_string(f.kind))},
+                          {"victim", f.victim},
+                          {"in_collective", f.in_collective},
+                          {"detail", f.detail},
+                          {"last_collective", f.last_collective},
+                          {"last_step_point", f.last_step_point},
+                          {"seconds", f.seconds},
+                          {"line", format_rank_failure(f)}});
   }
   return j;
 }

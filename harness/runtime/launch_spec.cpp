@@ -21,6 +21,7 @@ nlohmann::json launch_spec_to_json(const LaunchSpec& s) {
           {"cp", s.cp},
           {"dp", s.dp},
           {"ep", s.ep},
+          {"pp", s.pp},
           {"mode", std::string(launch_mode_name(s.mode))},
           {"timeout_seconds", s.timeout_seconds},
           {"faults", s.faults},
@@ -41,6 +42,7 @@ LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
     s.cp = field("cp").get<int>();
     s.dp = field("dp").get<int>();
     s.ep = field("ep").get<int>();
+    s.pp = field("pp").get<int>();
     const std::string mode = field("mode").get<std::string>();
     if (mode == "threads")
       s.mode = LaunchMode::threads;

@@ -35,6 +35,7 @@ struct LaunchSpec {
   int cp = 1;
   int dp = 1;
   int ep = 1;  // expert parallel, inside cp x dp (ParallelTopology); must divide cp*dp
+  int pp = 1;  // pipeline stages (the slowest rank index)
   LaunchMode mode = LaunchMode::threads;
   double timeout_seconds = 60.0;    // no-progress limit and collective timeout
   std::vector<std::string> faults;  // `--inject` specs, e.g. "crash-rank=1"
@@ -49,7 +50,7 @@ struct LaunchSpec {
   // Empty: nobody watches.
   RunWatcher watcher;
 
-  int world_size() const { return tp * cp * dp; }
+  int world_size() const { return tp * cp * dp * pp; }
 };
 
 // The processes-mode hand-off (every field but getenv and watcher).

@@ -3,7 +3,8 @@
 # block as written, in order (later lines read what earlier ones wrote), in a scratch folder
 # that holds the repository's scenarios/ and the build as build/default. A line's expected exit
 # code is the "exit N" its comment names, else 0. /tmp/ in a line becomes the scratch folder
-# (CTest runs tests side by side). The torchrun line is runtime.torchrun_readme_line's.
+# (CTest runs tests side by side). The torchrun line is runtime.torchrun_readme_line's, the
+# two 64-case sweep lines are sweep.cpu_64's.
 set -uo pipefail
 parity="$(realpath "$1")"; build="$(realpath "$2")"; readme="$(realpath "$3")"
 root="$(dirname "$readme")"
@@ -23,6 +24,11 @@ while IFS= read -r line; do
   if [[ "$command" == P=* ]]; then continue; fi
   if [[ "$command" == torchrun* ]]; then
     echo "-- skipped here (runtime.torchrun_readme_line runs it): $command"
+    continue
+  fi
+  # The two 64-case sweeps (about 20 s each) are sweep.cpu_64's, which runs them as here.
+  if [[ "$command" == *"sweep scenarios/sweeps/cpu-64.json"* ]]; then
+    echo "-- skipped here (sweep.cpu_64 runs it): $command"
     continue
   fi
   expected=0

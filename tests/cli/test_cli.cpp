@@ -208,13 +208,35 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(eager.config.mtp_layers, 2);
   EXPECT_TRUE(eager.config.mtp_repeated_layer);
   EXPECT_TRUE(eager.config.observe_wgrad);
-  // Every field of the table was given a non-default value by one of the two
+  // Pipeline stages need graphs none too; an uneven split, the account flags
+  // and a layout string exclude each other (Megatron's rules).
+  const ParsedCommand uneven = parse(
+      {"run", "--pp", "4", "--layers", "6", "--pp-first-layers", "1", "--pp-last-layers", "1"});
+  ASSERT_TRUE(uneven.errors.empty()) << uneven.errors.front();
+  EXPECT_EQ(uneven.config.pp, 4);
+  EXPECT_EQ(uneven.config.pp_first_layers, 1);
+  EXPECT_EQ(uneven.config.pp_last_layers, 1);
+  const ParsedCommand accounted =
+      parse({"run", "--pp", "2", "--vpp", "2", "--layers", "6", "--microbatches", "2",
+             "--pp-account-embedding", "--pp-account-loss"});
+  ASSERT_TRUE(accounted.errors.empty()) << accounted.errors.front();
+  EXPECT_EQ(accounted.config.vpp, 2);
+  EXPECT_TRUE(accounted.config.pp_account_embedding);
+  EXPECT_TRUE(accounted.config.pp_account_loss);
+  const ParsedCommand laid_out = parse({"run", "--pp", "2", "--pp-layout", "Et|tL"});
+  ASSERT_TRUE(laid_out.errors.empty()) << laid_out.errors.front();
+  EXPECT_EQ(laid_out.config.pp_layout, "Et|tL");
+  // Every field of the table was given a non-default value by one of the
   // calls, except the input files: they are read at parse time
   // (tests/cli/test_load_files.cpp passes them with files that fit).
   const RunConfig defaults;
   for (const RunConfigField& f : run_config_fields())
     if (f.key != "backend" && f.key != "load-weights" && f.key != "load-batch") {
-      EXPECT_TRUE(f.get(c) != f.get(defaults) || f.get(eager.config) != f.get(defaults)) << f.key;
+      bool set = false;
+      for (const RunConfig* r :
+           {&c, &eager.config, &uneven.config, &accounted.config, &laid_out.config})
+        set = set || f.get(*r) != f.get(defaults);
+      EXPECT_TRUE(set) << f.key;
     }
 }
 
@@ -314,9 +336,10 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
     EXPECT_EQ(f.get(p.config), false) << off;
   }
-  // sp, check-collectives, fp32-residual, untie, bias-linear, gather-output, distributed-optimizer,
-  // moe-seq-aux-loss, moe-per-layer-logging, mtp-repeated-layer, observe-wgrad
-  EXPECT_EQ(booleans, 11);
+  // sp, pp-account-embedding, pp-account-loss, check-collectives, fp32-residual, untie,
+  // bias-linear, gather-output, distributed-optimizer, moe-seq-aux-loss, moe-per-layer-logging,
+  // mtp-repeated-layer, observe-wgrad
+  EXPECT_EQ(booleans, 13);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -474,6 +497,13 @@ std::vector<BadValue> bad_values() {
       {"--mtp-repeated-layer", {"--mtp-repeated-layer"}},                 // needs --mtp-layers
       {"--observe-wgrad", {"--observe-wgrad", "--graphs", "per-layer"}},  // needs graphs none
       one("padding-token-shift", "-1"),
+      one("pp", "0"),
+      {"--vpp", {"--pp", "2", "--vpp", "2"}},  // 2 layers: one per stage, not divisible by 2 chunks
+      one("pp-first-layers", "-1"),
+      {"--pp-last-layers", {"--pp", "2", "--pp-last-layers", "5"}},  // more than the layers
+      {"--pp-account-embedding", {"--pp-account-embedding=maybe"}},
+      {"--pp-account-loss", {"--pp-account-loss=maybe"}},
+      {"--pp-layout", {"--pp", "2", "--pp-layout", "Ex|tL"}},  // unknown layer character
   };
 }
 

@@ -471,7 +471,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 30);
+  EXPECT_EQ(ranged, 34);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {
@@ -678,8 +678,10 @@ std::string parse_error(const std::string& text) {
 
 TEST(RunConfigJson, UnknownKeysAndWrongTypesNameTheKey) {
   const std::string unknown = parse_error(R"({"tpp": 2})");
-  EXPECT_EQ(unknown, "unknown key \"tpp\": did you mean \"tp\"? (parity list options lists the " +
-                         std::to_string(run_config_fields().size()) + " keys)");
+  EXPECT_EQ(unknown,
+            "unknown key \"tpp\": did you mean \"tp\", \"pp\" or \"vpp\"? (parity list options "
+            "lists the " +
+                std::to_string(run_config_fields().size()) + " keys)");
   EXPECT_EQ(unknown.find('\n'), std::string::npos);
   EXPECT_EQ(parse_error(R"({"tp": "two"})"), "\"tp\" = \"two\": expected an integer");
   EXPECT_EQ(parse_error(R"({"tp": 1.5})"), "\"tp\" = 1.5: expected an integer");

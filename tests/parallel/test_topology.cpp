@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <array>
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "harness/parallel/topology.h"
 
@@ -103,6 +107,63 @@ TEST(ParallelTopology, EpGroupsPartitionTheWorldForEveryLayout) {
     }
     EXPECT_EQ(static_cast<int>(seen.size()), t.world_size()) << layout;
     EXPECT_EQ(static_cast<int>(names.size()), t.world_size() / l.ep) << layout;
+  }
+}
+
+// Megatron's default order "tp-cp-ep-dp-pp": the pipeline stage is the slowest
+// index, so a stage is a contiguous block of tp*cp*dp ranks.
+TEST(ParallelTopology, PipelineStageIsTheSlowestIndex) {
+  ParallelTopology t(2, 1, 2, 1, 2);
+  EXPECT_EQ(t.world_size(), 8);
+  EXPECT_EQ(t.pp(), 2);
+  RankCoordinates c = t.coordinates(6);  // tp 0, dp 1, stage 1
+  EXPECT_EQ(c.tp, 0);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.pp, 1);
+  EXPECT_TRUE(c.pipelined);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(t.rank_of(t.coordinates(r)), r);
+  EXPECT_EQ(t.group_ranks(6, Axis::pp), (std::vector<int>{2, 6}));
+  EXPECT_EQ(t.group_ranks(6, Axis::dp), (std::vector<int>{4, 6}));
+  EXPECT_EQ(t.group_ranks(6, Axis::tp), (std::vector<int>{6, 7}));
+  EXPECT_EQ(t.coordinate(6, Axis::pp), 1);
+  EXPECT_EQ(to_string(c), "(tp=0, cp=0, dp=1, pp=1)");
+}
+
+TEST(ParallelTopology, WithoutStagesNamesAndCoordinatesStayAsTheyWere) {
+  ParallelTopology t(2, 2, 2);
+  EXPECT_EQ(t.pp(), 1);
+  EXPECT_FALSE(t.coordinates(5).pipelined);
+  EXPECT_EQ(to_string(t.coordinates(5)), "(tp=1, cp=0, dp=1)");
+  EXPECT_EQ(t.group_name(5, Axis::tp), "tp.cp0.dp1");
+  EXPECT_EQ(t.group_ranks(5, Axis::pp), (std::vector<int>{5}));
+  EXPECT_THROW(ParallelTopology(1, 1, 1, 1, 0), std::invalid_argument);
+}
+
+// Every axis partitions the world, groups of one name are the same group, and
+// no two groups share a name (names are store prefixes), with and without EP.
+TEST(ParallelTopology, PipelineGroupsPartitionTheWorldAndNamesAreUnique) {
+  for (const auto& [tp, cp, dp, ep, pp] : std::vector<std::array<int, 5>>{
+           {2, 1, 2, 1, 2}, {1, 2, 2, 2, 2}, {2, 2, 1, 1, 4}, {1, 1, 4, 4, 2}, {1, 1, 1, 1, 4}}) {
+    const ParallelTopology t(tp, cp, dp, ep, pp);
+    std::map<std::string, std::set<int>> members;  // name -> ranks
+    for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::pp}) {
+      std::set<int> seen;
+      for (int r = 0; r < t.world_size(); ++r) {
+        const std::vector<int> g = t.group_ranks(r, axis);
+        EXPECT_EQ(static_cast<int>(g.size()), t.size(axis));
+        EXPECT_EQ(g[static_cast<std::size_t>(t.coordinate(r, axis))], r);
+        for (int m : g)
+          EXPECT_EQ(t.coordinates(m).pp == t.coordinates(r).pp, axis != Axis::pp || m == r);
+        members[t.group_name(r, axis)].insert(g.begin(), g.end());
+        seen.insert(g.begin(), g.end());
+      }
+      EXPECT_EQ(static_cast<int>(seen.size()), t.world_size());
+    }
+    // A name names one group: its members are exactly one group's ranks.
+    for (const auto& [name, ranks] : members)
+      for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::pp})
+        if (name.rfind(std::string(to_string(axis)) + ".", 0) == 0)
+          EXPECT_EQ(static_cast<int>(ranks.size()), t.size(axis)) << name;
   }
 }
 

@@ -65,6 +65,8 @@ struct SearchOptions {
   // note ("Some of your RapidCheck properties had failures") must not follow
   // a passing binary, so the search reports to a quiet listener.
   bool failure_expected = false;
+  // What draws the scenarios: every kind, or only pipelined ones.
+  rc::Gen<RunConfig> (*generator)() = scenarios::gen_scenario;
 };
 
 // Checks `property` over generated scenarios ("" = every property the check
@@ -81,7 +83,7 @@ std::string search_property(const std::string& property, const SearchOptions& op
   bool failed_once = false;
   int shrink_steps = 0;  // a count, not a time: the shrunk case is the same on every run
   const rc::detail::Property checked = rc::detail::toProperty([&] {
-    RunConfig scenario = *scenarios::gen_scenario();
+    RunConfig scenario = *options.generator();
     if (failed_once && options.shrink_steps > 0 && ++shrink_steps > options.shrink_steps) return;
     scenario.inject = options.inject;
     const checks::CheckOutcome outcome =
@@ -144,6 +146,17 @@ RC_GTEST_PROP(ScenarioGenerators, EveryScenarioIsValid, ()) {
   RC_ASSERT(!scenario.metrics.empty());
   RC_ASSERT(scenario.launch != LaunchMode::processes || scenario.world_size() <= 2);
   RC_TAG(std::string(to_string(scenario.graphs)), std::string(to_string(scenario.recompute_spec().kind)));
+}
+
+RC_GTEST_PROP(ScenarioGenerators, EveryPipelineScenarioIsValid, ()) {
+  const RunConfig scenario = *scenarios::gen_pipeline_scenario();
+  const std::vector<ConfigViolation> v = checks::validate_check_scenario(scenario);
+  RC_ASSERT(v.empty());
+  RC_ASSERT(scenario.pp > 1);
+  RC_ASSERT(scenario.world_size() <= 16);
+  RC_TAG(
+      "pp " + std::to_string(scenario.pp), "vpp " + std::to_string(scenario.vpp),
+      scenario.pp_layout.empty() ? (scenario.pp_first_layers > 0 ? "uneven" : "even") : "layout");
 }
 
 // Issue 10: the generators cover every dtype with and without an fp32
@@ -214,6 +227,17 @@ TEST(ScenarioProperties, EveryPropertyHolds) {
       if (!fault.empty()) options.inject.push_back(fault);
     options.shrink_steps = 20;  // each candidate is a whole check: a bounded demonstration
   }
+  const std::string failure = search_property("", options);
+  if (!failure.empty()) FAIL() << failure;
+}
+
+// Every property on pipelined scenarios (1F1B and interleaved, even, uneven
+// and layout-string placements, with and without checked collectives): the
+// stages' losses, gradients and observations against the single-rank run.
+TEST(ScenarioProperties, EveryPropertyHoldsOnPipelineLayouts) {
+  SearchOptions options;
+  options.default_cases = 12;
+  options.generator = scenarios::gen_pipeline_scenario;
   const std::string failure = search_property("", options);
   if (!failure.empty()) FAIL() << failure;
 }

@@ -124,7 +124,7 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
     const RunConfig& c = run->config;
     contributions += check_residual_contributions(*run, p);
     for (const RankRun& r : run->ranks) {
-      const std::size_t expected_sites = expected_site_count(c, r.parameter_tp.size());
+      const std::size_t expected_sites = expected_site_count(c, r.parameter_tp.size(), r.stage);
       // (step, microbatch, site, phase) -> count
       std::map<std::tuple<std::int64_t, std::int64_t, std::string, std::string>, int> seen, want;
       std::map<std::string, std::string> sites;  // site -> kind

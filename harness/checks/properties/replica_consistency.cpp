@@ -21,7 +21,7 @@ PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& run
   for (const CheckRun* run : runs) {
     const RunConfig& c = run->config;
     if (c.world_size() < 2) continue;
-    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep);
+    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp);
     // (step, parameter, tp piece: the TP rank of a shard, -1 for a replica)
     // -> (first rank, its digest) and how many copies agreed.
     using Key = std::tuple<std::size_t, std::string, int>;

@@ -46,7 +46,7 @@ PropertyResult check_sharded_gradients(const CheckRun& single,
   for (const CheckRun* run : sharded) {
     const RunConfig& c = run->config;
     if (c.world_size() < 2 || run->ranks.empty()) continue;
-    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep);
+    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp);
     for (std::size_t s = 0; s < want.size() && s < run->ranks[0].steps.size(); ++s) {
       check(*run, s, "loss", "loss", run->ranks[0].steps[s].loss, want[s].loss);
       if (!std::isnan(want[s].eval_loss))

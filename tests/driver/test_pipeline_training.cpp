@@ -1,0 +1,203 @@
+// Pipeline parallelism end to end: thread ranks over Gloo run the step
+// driver's pipeline schedules (1F1B, interleaved 1F1B) with point-to-point
+// activations and gradients between stages. Against the single-rank run
+// (fp64): the same per-step losses on every rank, the same gradient of every
+// parameter on the one stage that holds it, and each layer's observation
+// sites notified exactly once per microbatch, under their global names, on the
+// owning stage only.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/config/launch_mapping.h"
+#include "harness/driver/training_step.h"
+#include "harness/graphs/graph_scope.h"
+#include "harness/model/pipeline_layout.h"
+#include "harness/trace/trace_recorder.h"
+#include "tests/support/model_configs.h"
+
+namespace parity {
+namespace {
+
+struct PipelineLayout {
+  const char* name;
+  int tp, dp, pp, vpp, layers, microbatches;
+  int first_stage_layers = 0;
+  const char* layout = "";
+  bool check_collectives = false;
+};
+std::string layout_name(const ::testing::TestParamInfo<PipelineLayout>& info) {
+  return info.param.name;
+}
+void PrintTo(const PipelineLayout& l, std::ostream* os) { *os << l.name; }
+
+RunConfig pipeline_run(const PipelineLayout& l) {
+  RunConfig c = testing::small_config<RunConfig>();
+  c.tp = l.tp;
+  c.dp = l.dp;
+  c.pp = l.pp;
+  c.vpp = l.vpp;
+  c.layers = l.layers;
+  c.microbatches = l.microbatches;
+  c.pp_first_layers = l.first_stage_layers;
+  c.pp_layout = l.layout;
+  c.check_collectives = l.check_collectives;
+  c.steps = 2;
+  c.dtype = DType::fp64;
+  c.seed = 7;
+  c.lr = 0.5;
+  c.timeout = 60;
+  c.trace = "(recorded in memory)";
+  return c;
+}
+
+LaunchResult run(const RunConfig& c) {
+  const std::vector<ConfigViolation> v = validate_run_config(c);
+  EXPECT_TRUE(v.empty()) << (v.empty() ? "" : format_for_cli(v.front()));
+  register_model_program();
+  LaunchResult r = launch(c, kModelProgram);
+  if (!r.ok()) ADD_FAILURE() << r.failure->lines().front();
+  return r;
+}
+
+class PipelineTraining : public ::testing::TestWithParam<PipelineLayout> {};
+
+TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
+  const PipelineLayout l = GetParam();
+  const RunConfig piped = pipeline_run(l);
+  RunConfig whole = piped;
+  whole.tp = whole.dp = 1;
+  whole.clear_pipeline();
+  whole.microbatches = l.microbatches * l.dp;
+  const LaunchResult single = run(whole);
+  const LaunchResult ranks = run(piped);
+  ASSERT_TRUE(single.ok() && ranks.ok());
+  const nlohmann::json& s0 = single.results[0];
+  ASSERT_EQ(static_cast<int>(ranks.results.size()), l.tp * l.dp * l.pp);
+
+  // Which stage builds each layer (pipeline_layout.h, Megatron's arithmetic).
+  PipelineLayoutConfig placement;
+  placement.num_layers = l.layers;
+  placement.pp = l.pp;
+  placement.vpp = l.vpp;
+  if (l.first_stage_layers > 0) placement.first_stage_layers = l.first_stage_layers;
+  placement.layout = l.layout;
+  ASSERT_TRUE(validate_pipeline_layout(placement).empty());
+
+  std::map<std::string, int> holders;  // parameter -> ranks holding it (tp 1: one per dp rank)
+  for (const nlohmann::json& r : ranks.results) {
+    const int rank = r["rank"].get<int>();
+    const int stage = r["coordinates"]["pp"].get<int>();
+    SCOPED_TRACE("rank " + std::to_string(rank) + " stage " + std::to_string(stage));
+    for (std::size_t s = 0; s < s0["steps"].size(); ++s) {
+      const double want = s0["steps"][s]["loss"].get<double>();
+      EXPECT_NEAR(r["steps"][s]["loss"].get<double>(), want, 1e-10 * std::abs(want)) << s;
+      EXPECT_EQ(r["steps"][s]["loss"], ranks.results[0]["steps"][s]["loss"]);  // every rank alike
+    }
+    // Gradients: every parameter of the stage, by its global name, after
+    // finalize_grads (tp 1: whole tensors, comparable with the single rank's).
+    for (const auto& [name, norm] : r["steps"][1]["grad_norms"].items()) {
+      ++holders[name];
+      ASSERT_TRUE(s0["steps"][1]["grad_norms"].contains(name)) << name;
+      if (l.tp == 1) {
+        const double want = s0["steps"][1]["grad_norms"][name].get<double>();
+        EXPECT_NEAR(norm.get<double>(), want, 1e-9 * std::abs(want) + 1e-14) << name;
+      }
+    }
+    // Observations: every site of layer i only on the stage that builds it,
+    // once per microbatch and step; the logits on the last stage only.
+    std::map<std::tuple<std::int64_t, std::int64_t, std::string>, int> seen;
+    for (const nlohmann::json& j : r["trace"]) {
+      const TraceRecord t = trace_record_from_json(j);
+      ++seen[{t.step, t.microbatch, t.site}];
+      const std::optional<std::int64_t> layer = layer_index_of_site(t.site);
+      if (layer)
+        EXPECT_EQ(chunk_of_layer(placement, static_cast<int>(*layer)).pp_rank, stage) << t.site;
+      if (t.site == "output_layer.output_logits") EXPECT_EQ(stage, l.pp - 1);
+    }
+    for (const auto& [key, n] : seen) EXPECT_EQ(n, 1) << std::get<2>(key);
+    std::set<std::string> sites;
+    for (const auto& [key, n] : seen) sites.insert(std::get<2>(key));
+    std::size_t expected_sites = stage == l.pp - 1 ? 1 : 0;  // the logits
+    for (int layer = 0; layer < l.layers; ++layer)
+      if (chunk_of_layer(placement, layer).pp_rank == stage) expected_sites += 6;
+    EXPECT_EQ(sites.size(), expected_sites);
+    EXPECT_EQ(seen.size(), expected_sites * static_cast<std::size_t>(l.microbatches * 2));
+  }
+  // Every parameter lives on exactly one stage (and on every tp and dp rank of it).
+  EXPECT_EQ(holders.size(), s0["steps"][1]["grad_norms"].size());
+  for (const auto& [name, n] : holders) EXPECT_EQ(n, l.tp * l.dp) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, PipelineTraining,
+    ::testing::Values(PipelineLayout{"pp2", 1, 1, 2, 1, 2, 3},
+                      PipelineLayout{"pp4_more_microbatches_than_stages", 1, 1, 4, 1, 4, 6},
+                      PipelineLayout{"pp4_fewer_microbatches_than_stages", 1, 1, 4, 1, 4, 2},
+                      PipelineLayout{"pp2_vpp2_interleaved", 1, 1, 2, 2, 4, 4},
+                      PipelineLayout{"pp2_tp2_dp2", 2, 2, 2, 1, 2, 2},
+                      PipelineLayout{"pp2_uneven_first_stage", 1, 1, 2, 1, 3, 2, 1},
+                      PipelineLayout{"pp2_layout_string", 1, 1, 2, 1, 3, 2, 0, "Et|ttL"},
+                      PipelineLayout{"pp2_vpp2_checked_collectives", 1, 2, 2, 2, 4, 2, 0, "",
+                                     true}),
+    layout_name);
+
+// Megatron's interleaved schedule needs the microbatches in multiples of the
+// stages: refused before any rank starts, naming the field and the rule.
+TEST(PipelineConfig, InterleavedScheduleRefusesMicrobatchesThatAreNotAMultipleOfPp) {
+  RunConfig c = pipeline_run({"x", 1, 1, 2, 2, 4, 3});
+  const std::vector<ConfigViolation> v = validate_run_config(c);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.front().field, "microbatches");
+  EXPECT_NE(format_for_cli(v.front()).find("multiple of pp"), std::string::npos)
+      << format_for_cli(v.front());
+}
+
+TEST(PipelineConfig, WhatThePipelineDoesNotRunYetIsRefusedByName) {
+  for (const auto& [field, edit] : std::vector<std::pair<std::string, void (*)(RunConfig&)>>{
+           {"graphs", [](RunConfig& c) { c.graphs = GraphOption::per_layer; }},
+           {"eval-every", [](RunConfig& c) { c.eval_every = 1; }},
+           {"observe-wgrad", [](RunConfig& c) { c.observe_wgrad = true; }}}) {
+    RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2});
+    edit(c);
+    bool named = false;
+    for (const ConfigViolation& v : validate_run_config(c))
+      named = named || (v.field == field && v.rule.find("pipeline") != std::string::npos);
+    EXPECT_TRUE(named) << field;
+  }
+}
+
+// A stage that stops mid-schedule: the run fails within the timeout naming it
+// (with its pipeline stage) as the culprit, and its neighbour's last
+// point-to-point operation.
+TEST(PipelineFailure, AHungStageIsTheCulpritAndItsNeighbourNamesItsLastMessage) {
+  RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2});
+  c.timeout = 3;
+  c.inject = {"hang-rank=1"};
+  register_model_program();
+  const LaunchResult r = launch(c, kModelProgram);
+  ASSERT_FALSE(r.ok());
+  const nlohmann::json f = r.failure->to_json();
+  bool culprit = false, neighbour = false;
+  for (const nlohmann::json& rank : f["ranks"]) {
+    const std::string line = rank["line"].get<std::string>();
+    if (rank["rank"] == 1) {
+      culprit = !rank["victim"].get<bool>() && line.find("pp=1") != std::string::npos;
+    } else {
+      neighbour =
+          rank["last_collective"].get<std::string>().find("to pp rank 1") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(culprit) << f.dump(2);
+  EXPECT_TRUE(neighbour) << f.dump(2);
+}
+
+}  // namespace
+}  // namespace parity
