@@ -8,6 +8,7 @@ ModelConfig model_config_from(const RunConfig& c) {
   ModelConfig m;
   m.hidden = c.hidden;
   m.heads = c.heads;
+  m.num_query_groups = c.num_query_groups;
   m.ffn_hidden = c.ffn_hidden;
   m.layers = c.layers;
   m.seq = c.seq;

@@ -42,6 +42,7 @@ std::string run_key(const std::string& model_field) {
   static const std::map<std::string, std::string> keys = {
       {"ffn_hidden", "ffn-hidden"},
       {"micro_batch", "micro-batch"},
+      {"num_query_groups", "num-query-groups"},
       {"sequence_parallel", "sp"},
       {"recompute_layers", "recompute-layers"},
       {"recompute_modules", "recompute"},

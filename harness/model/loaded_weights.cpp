@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "harness/base/files.h"
 #include "harness/base/shape_text.h"
 
@@ -26,6 +28,18 @@ std::vector<std::int64_t> shard_shape(std::vector<std::int64_t> full, const Shar
   if (!spec.replicated() && full[static_cast<std::size_t>(spec.dim)] % tp_size == 0)
     full[static_cast<std::size_t>(spec.dim)] /= tp_size;
   return full;
+}
+
+// linear_qkv's rows are (heads + 2 * groups) * head_dim: a checkpoint of a
+// grouped-query model differs in them alone.
+std::string grouped_qkv_hint(const std::string& name, const std::vector<std::int64_t>& file,
+                             const std::vector<std::int64_t>& model) {
+  const bool qkv = name.find(".linear_qkv.") != std::string::npos;
+  const bool rows_only = file.size() == model.size() && !file.empty() &&
+                         std::equal(file.begin() + 1, file.end(), model.begin() + 1);
+  return qkv && rows_only ? " (linear_qkv has (heads + 2 * num_query_groups) * head_dim rows: "
+                            "does the model use --num-query-groups?)"
+                          : "";
 }
 
 }  // namespace
@@ -98,7 +112,8 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
                           ", the model expects " + shape_text(expected) +
                           (k > 1 ? " (its shard of " + shape_text(r.full_shape) + " over " +
                                        std::to_string(k) + " TP ranks)"
-                                 : ""));
+                                 : "") +
+                          grouped_qkv_hint(r.name, t->sizes().vec(), expected));
       ok = false;
       continue;
     }

@@ -143,7 +143,7 @@ at::Tensor Norm::forward(const ModelRuntime& rt, const at::Tensor& x) const {
 // ---------------------------------------------------------------- attention
 SelfAttention::SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params)
     : Module(name, config),
-      linear_qkv_(name + ".linear_qkv", config, params, config->hidden, 3 * config->hidden,
+      linear_qkv_(name + ".linear_qkv", config, params, config->hidden, config->qkv_width(),
                   config->bias_linear, /*gather_output=*/false, config->init_std),
       linear_proj_(name + ".linear_proj", config, params, config->hidden, config->hidden,
                    config->bias_linear, scaled_std(*config)) {}
@@ -152,9 +152,27 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
                                                          const at::Tensor& x,
                                                          const at::Tensor& positions) const {
   const std::int64_t hn = config_->head_dim();
-  at::Tensor mixed = linear_qkv_.forward(rt, x);  // [s, b, np_local * 3 * hn]
-  // Megatron's layout: per head [q k v], heads contiguous -> heads split over TP.
-  std::vector<at::Tensor> qkv = rt.backend->split_qkv(mixed, hn);
+  // [s, b, ng_local * (np/ng + 2) * hn]: Megatron's layout, per query group its
+  // queries, key and value, groups contiguous -> groups split over TP.
+  at::Tensor mixed = linear_qkv_.forward(rt, x);
+  const std::int64_t groups = config_->query_groups();
+  const std::int64_t tp = rt.parallel.tp_size(), tp_rank = rt.parallel.tp_rank();
+  // Fewer groups than TP ranks (Megatron's get_query_key_value_tensors): each
+  // rank's rows cut through the groups, so the ranks all-gather the whole
+  // projection, keep the group of ranks [g * tp/ng, (g+1) * tp/ng) and, of its
+  // queries, this rank's heads / tp.
+  const bool groups_replicated = groups < tp;
+  if (groups_replicated) {
+    mixed = all_gather_last_dim_from_tensor_parallel_region(mixed, rt.parallel.tp);
+    const std::int64_t width = mixed.size(-1) / groups;
+    mixed = mixed.narrow(-1, tp_rank / (tp / groups) * width, width);
+  }
+  std::vector<at::Tensor> qkv =
+      rt.backend->split_qkv(mixed, hn, groups_replicated ? 1 : groups / tp);
+  if (groups_replicated) {
+    const std::int64_t heads_here = config_->heads / tp;
+    qkv[0] = qkv[0].narrow(2, tp_rank % (tp / groups) * heads_here, heads_here);
+  }
   if (config_->position_embedding == PositionEmbeddingKind::rope) {
     // Before the CP gather, with this rank's global positions (Megatron's
     // rotary_pos_emb for this CP rank's chunks).
@@ -164,7 +182,8 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {
     // Every CP rank's queries see the keys/values of the whole sequence: all-gather
-    // them (backward: reduce-scatter the gradients), with their global positions.
+    // them (backward: reduce-scatter the gradients), with their global positions;
+    // the key/value heads only, one per local group.
     Communicator* cp = rt.parallel.cp;
     const std::vector<at::Tensor> kv = rt.backend->gather_context_parallel_kv(k, v, *cp);
     k = kv[0];
@@ -176,8 +195,12 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   const SelfAttention* self = this;
   CheckpointFn core = [self, rt, positions, k_positions,
                        scale](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
-    at::Tensor context =
-        rt.backend->causal_attention(in[0], in[1], in[2], positions, k_positions, scale);
+    // Each key/value head serves its group's query heads (Megatron's
+    // DotProductAttention repeats them inside the core attention).
+    const std::int64_t per_group = in[0].size(2) / in[1].size(2);
+    const at::Tensor k = per_group > 1 ? in[1].repeat_interleave(per_group, 2) : in[1];
+    const at::Tensor v = per_group > 1 ? in[2].repeat_interleave(per_group, 2) : in[2];
+    at::Tensor context = rt.backend->causal_attention(in[0], k, v, positions, k_positions, scale);
     // Parity probe: the core-attention output, heads (last dim) split over TP.
     observe_tensor(*self, "attention_context", SourceKind::attention_context, context,
                    /*tp_shard_dim=*/-1, /*sequence_dim=*/0, /*batch_dim=*/1);

@@ -59,6 +59,8 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "96",
                                  "--heads",
                                  "6",
+                                 "--num-query-groups",
+                                 "2",
                                  "--ffn-hidden",
                                  "128",
                                  "--layers",
@@ -156,6 +158,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_TRUE(c.check_collectives);
   EXPECT_EQ(c.hidden, 96);
   EXPECT_EQ(c.heads, 6);
+  EXPECT_EQ(c.num_query_groups, 2);
   EXPECT_EQ(c.ffn_hidden, 128);
   EXPECT_EQ(c.layers, 5);
   EXPECT_EQ(c.seq, 32);
@@ -426,6 +429,7 @@ std::vector<BadValue> bad_values() {
       {"--check-collectives", {"--check-collectives=maybe"}},
       one("hidden", "0"),
       one("heads", "-1"),
+      one("num-query-groups", "3"),  // must divide heads (4)
       one("ffn-hidden", "0"),
       one("layers", "0"),
       one("seq", "0"),

@@ -119,6 +119,52 @@ TEST(RunConfigValidation, TensorParallelDivisibilityNamesWhich) {
   EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"tp"});
 }
 
+// Grouped-query attention: groups divide heads, and (Megatron's
+// TransformerConfig) are a multiple or a divisor of tp; with fewer groups than
+// TP ranks linear_qkv's rows still split evenly over TP.
+TEST(RunConfigValidation, QueryGroupsFollowMegatronsRules) {
+  RunConfig c;
+  for (int groups : {0, 1, 2, 4}) {
+    c.num_query_groups = groups;
+    EXPECT_TRUE(validate_run_config(c).empty()) << groups;
+  }
+  for (int groups : {3, 8}) {
+    c.num_query_groups = groups;
+    expect_only(c, "--num-query-groups " + std::to_string(groups) +
+                       ": must divide heads (4): each group shares its key and value with heads / "
+                       "num_query_groups query heads");
+    EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"heads"});
+  }
+  c.num_query_groups = -1;
+  expect_only(c, "--num-query-groups -1: must be >= 1 (0 = heads: one group per head)");
+  // heads 12, groups 3 over tp 2: neither a multiple nor a divisor.
+  c = {};
+  c.hidden = 48;
+  c.heads = 12;
+  c.num_query_groups = 3;
+  c.tp = 2;
+  expect_only(c,
+              "--num-query-groups 3: must be a multiple or divisor of tp (2) (Megatron: "
+              "\"num_query_groups must be a multiple or divisor of tensor_model_parallel_size\")");
+  EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"tp"});
+  c.num_query_groups = 6;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  // Fewer groups than ranks (Megatron all-gathers the projection): allowed
+  // while (heads + 2 groups) * head_dim splits over tp.
+  c = {};
+  c.tp = 4;
+  c.num_query_groups = 1;  // (4 + 2) * 16 = 96 rows over 4 ranks
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.hidden = 12;  // head_dim 3: (4 + 2) * 3 = 18 rows
+  c.ffn_hidden = 16;
+  expect_only(c,
+              "--num-query-groups 1: linear_qkv's width (heads + 2 * num_query_groups) * "
+              "head_dim = 18 is not divisible by tp (4) (Megatron's ColumnParallelLinear splits "
+              "it evenly over TP)");
+  c.num_query_groups = 2;  // (4 + 4) * 3 = 24
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
 TEST(RunConfigValidation, SequenceParallelNeedsTensorParallel) {
   RunConfig c;
   c.sp = true;

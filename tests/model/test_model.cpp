@@ -211,6 +211,7 @@ struct PlainGpt {
   }
   at::Tensor logits(const at::Tensor& tokens) const {
     const std::int64_t s = tokens.size(0), b = tokens.size(1), np = c.heads, hn = c.head_dim();
+    const std::int64_t ng = c.num_query_groups > 0 ? c.num_query_groups : np, r = np / ng;
     at::Tensor h = at::embedding(p.at("embedding.word_embeddings.weight"), tokens);
     if (c.position_embedding == PositionEmbeddingKind::learned)
       h = h + p.at("embedding.position_embeddings.weight").slice(0, 0, s).unsqueeze(1);
@@ -218,19 +219,25 @@ struct PlainGpt {
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const std::string L = "decoder.layers." + std::to_string(l);
       at::Tensor x = norm(L + ".input_layernorm", h);
+      // Per query group: its r = np / ng query heads, then its key, then its value.
       at::Tensor qkv = at::linear(x, p.at(L + ".self_attention.linear_qkv.weight"),
                                   bias(L + ".self_attention.linear_qkv"))
-                           .view({s, b, np, 3, hn});
-      at::Tensor q = qkv.select(3, 0).permute({1, 2, 0, 3});  // [b, np, s, hn]
-      at::Tensor k = qkv.select(3, 1).permute({1, 2, 0, 3});
-      at::Tensor v = qkv.select(3, 2).permute({1, 2, 0, 3});
+                           .view({s, b, ng, r + 2, hn});
+      at::Tensor q = qkv.slice(3, 0, r).reshape({s, b, np, hn}).permute({1, 2, 0, 3});
+      at::Tensor k = qkv.select(3, r).permute({1, 2, 0, 3});  // [b, ng, s, hn]
+      at::Tensor v = qkv.select(3, r + 1).permute({1, 2, 0, 3});
       if (c.position_embedding == PositionEmbeddingKind::rope) {
         q = rotate(q);
         k = rotate(k);
       }
-      at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / std::sqrt(double(hn));
-      at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
-      at::Tensor ctx = at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
+      // Head by head: query head i attends with its group i / r's key and value.
+      std::vector<at::Tensor> heads;
+      for (std::int64_t i = 0; i < np; ++i) {
+        const at::Tensor ki = k.select(1, i / r), vi = v.select(1, i / r);  // [b, s, hn]
+        at::Tensor scores = at::matmul(q.select(1, i), ki.transpose(1, 2)) / std::sqrt(double(hn));
+        heads.push_back(at::matmul(at::softmax(scores.masked_fill(causal, -INFINITY), -1), vi));
+      }
+      at::Tensor ctx = at::stack(heads, 1).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
       h = h + at::linear(ctx, p.at(L + ".self_attention.linear_proj.weight"),
                          bias(L + ".self_attention.linear_proj"));
       x = norm(L + ".pre_mlp_layernorm", h);
@@ -270,12 +277,16 @@ struct Variant {
   PositionEmbeddingKind position = PositionEmbeddingKind::learned;
   bool untie = true;
   bool bias = true;
+  std::int64_t heads = 0;   // 0: the config's
+  std::int64_t groups = 0;  // query groups; 0: one per head
   void apply(ModelConfig& c) const {
     c.norm = norm;
     c.activation = act;
     c.position_embedding = position;
     c.untie_embeddings = untie;
     c.bias_linear = bias;
+    if (heads > 0) c.heads = heads;
+    c.num_query_groups = groups;
   }
 };
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
@@ -284,15 +295,22 @@ std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   if (v.position == PositionEmbeddingKind::rope) name += "_rope";
   if (!v.untie) name += "_tied";
   if (!v.bias) name += "_nobias";
+  if (v.groups > 0)
+    name += "_heads" + std::to_string(v.heads) + "_groups" + std::to_string(v.groups);
   return name;
 }
 void PrintTo(const Variant& v, std::ostream* os) { *os << variant_name({v, 0}); }
 // Both norms and both activations, paired (each kind once); then Megatron's
-// other options (rotary positions, tied embeddings, no linear biases) together.
+// other options (rotary positions, tied embeddings, no linear biases) together;
+// then grouped-query attention: 2 groups of 2 heads with rotary positions, and
+// multi-query (one group of 4).
 const Variant kVariants[] = {
     {NormKind::layer_norm, ActivationKind::gelu},
     {NormKind::rms_norm, ActivationKind::swiglu},
-    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, false, false}};
+    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, false, false},
+    {NormKind::rms_norm, ActivationKind::swiglu, PositionEmbeddingKind::rope, true, true, 4, 2},
+    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::learned, true, false, 4,
+     1}};
 class ModelVsPlain : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
