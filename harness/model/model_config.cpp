@@ -119,12 +119,12 @@ void query_group_violations(const ModelConfig& c, int tp, Add&& add) {
   }
   // With fewer groups than TP ranks Megatron's ColumnParallelLinear still splits
   // linear_qkv's rows evenly over TP (divide() asserts they divide).
-  if (groups < tp && c.hidden % c.heads == 0 && c.qkv_width() % tp != 0)
+  if (groups < tp && c.head_dim() > 0 && c.qkv_width() % tp != 0)
     add("num_query_groups", str(groups),
         "linear_qkv's width (heads + 2 * num_query_groups) * head_dim = " + str(c.qkv_width()) +
             " is not divisible by tp (" + str(tp) +
             ") (Megatron's ColumnParallelLinear splits it evenly over TP)",
-        {"heads", "hidden", "tp"});
+        {"heads", c.kv_channels > 0 ? "kv_channels" : "hidden", "tp"});
 }
 }  // namespace
 
@@ -358,7 +358,9 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   at_least_one("vocab", vocab);
   if (!out.empty()) return out;  // the rules below divide by these
 
-  if (hidden % heads != 0)
+  // Without kv_channels the head dimension is hidden / heads.
+  if (kv_channels < 0) add("kv_channels", str(kv_channels), "must be >= 1 (0 = hidden / heads)");
+  if (kv_channels == 0 && hidden % heads != 0)
     add("hidden", str(hidden), "must be divisible by heads (" + str(heads) + ")", {"heads"});
   // Tensor parallelism splits the heads (so the hidden size), the ffn and the vocab.
   auto divisible_by_tp = [&](const char* field, std::int64_t v) {
@@ -387,10 +389,13 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   }
 
   // Rotate-half pairs element i with element i + head_dim/2.
-  if (position_embedding == PositionEmbeddingKind::rope && head_dim() % 2 != 0)
+  if (position_embedding == PositionEmbeddingKind::rope && kv_channels >= 0 && head_dim() % 2 != 0)
     add("position_embedding", "rope",
-        "rotary embeddings need an even head dimension (hidden / heads = " + str(head_dim()) + ")",
-        {"hidden", "heads"});
+        "rotary embeddings need an even head dimension (" +
+            std::string(kv_channels > 0 ? "kv_channels" : "hidden / heads") + " = " +
+            str(head_dim()) + ")",
+        kv_channels > 0 ? std::vector<std::string>{"kv_channels"}
+                        : std::vector<std::string>{"hidden", "heads"});
   if (position_embedding == PositionEmbeddingKind::rope &&
       (!(rotary_base > 0.0) || !std::isfinite(rotary_base)))
     add("rotary_base", str(rotary_base), "must be > 0");

@@ -123,13 +123,16 @@ std::pair<at::Tensor, at::Tensor> RowParallelLinear::forward(const ModelRuntime&
 
 // ---------------------------------------------------------------- norm
 Norm::Norm(std::string name, const ModelConfig* config, ParameterFactory& params)
+    : Norm(std::move(name), config, params, config->hidden, config->sequence_parallel) {}
+
+Norm::Norm(std::string name, const ModelConfig* config, ParameterFactory& params,
+           std::int64_t width, bool tp_partial)
     : Module(std::move(name), config) {
-  const bool sp = config->sequence_parallel;
-  weight_ = params.make(name_ + ".weight", {config->hidden}, InitKind::ones_plus_noise,
-                        config->init_std, ShardSpec::replicate(), sp);
+  weight_ = params.make(name_ + ".weight", {width}, InitKind::ones_plus_noise, config->init_std,
+                        ShardSpec::replicate(), tp_partial);
   if (config->norm == NormKind::layer_norm) {
-    bias_ = params.make(name_ + ".bias", {config->hidden}, InitKind::normal, config->init_std,
-                        ShardSpec::replicate(), sp);
+    bias_ = params.make(name_ + ".bias", {width}, InitKind::normal, config->init_std,
+                        ShardSpec::replicate(), tp_partial);
   }
 }
 
@@ -145,8 +148,15 @@ SelfAttention::SelfAttention(std::string name, const ModelConfig* config, Parame
     : Module(name, config),
       linear_qkv_(name + ".linear_qkv", config, params, config->hidden, config->qkv_width(),
                   config->bias_linear, /*gather_output=*/false, config->init_std),
-      linear_proj_(name + ".linear_proj", config, params, config->hidden, config->hidden,
-                   config->bias_linear, scaled_std(*config)) {}
+      linear_proj_(name + ".linear_proj", config, params, config->heads * config->head_dim(),
+                   config->hidden, config->bias_linear, scaled_std(*config)) {
+  if (config->qk_layernorm) {
+    // Shared by every head, each TP rank normalizing its own: partial gradients
+    // (Megatron's finalize_model_grads all-reduces q_layernorm / k_layernorm over TP).
+    q_layernorm_.emplace(name + ".q_layernorm", config, params, config->head_dim(), true);
+    k_layernorm_.emplace(name + ".k_layernorm", config, params, config->head_dim(), true);
+  }
+}
 
 std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
                                                          const at::Tensor& x,
@@ -172,6 +182,10 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   if (groups_replicated) {
     const std::int64_t heads_here = config_->heads / tp;
     qkv[0] = qkv[0].narrow(2, tp_rank % (tp / groups) * heads_here, heads_here);
+  }
+  if (q_layernorm_) {  // per head, before the rotary embedding (Megatron's order)
+    qkv[0] = q_layernorm_->forward(rt, qkv[0]);
+    qkv[1] = k_layernorm_->forward(rt, qkv[1]);
   }
   if (config_->position_embedding == PositionEmbeddingKind::rope) {
     // Before the CP gather, with this rank's global positions (Megatron's

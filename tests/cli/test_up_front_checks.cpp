@@ -117,6 +117,13 @@ TEST(UpFrontChecks, AModelThatCannotFitIsRefusedNamingTheEstimateAndTheLimit) {
   const double saved = 2 * 4 * 1.5 * 4096.0 * 4096.0 * wide.layers;  // 2 x fp32 bytes x ...
   EXPECT_DOUBLE_EQ(estimate_rank_memory(wide).parameters - estimate_rank_memory(grouped).parameters,
                    saved);
+  // Twice the head dimension (--kv-channels 256, not 4096 / 32) doubles both
+  // attention weights: 4 h^2 more per layer.
+  RunConfig wider_heads = wide;
+  wider_heads.kv_channels = 256;
+  EXPECT_DOUBLE_EQ(
+      estimate_rank_memory(wider_heads).parameters - estimate_rank_memory(wide).parameters,
+      2 * 4 * 4 * 4096.0 * 4096.0 * wide.layers);
 
   std::string out, err;
   EXPECT_EQ(run_parity({"run", "--hidden", "1000000", "--ffn-hidden", "4000000"}, &out, &err),

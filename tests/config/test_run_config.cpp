@@ -165,6 +165,35 @@ TEST(RunConfigValidation, QueryGroupsFollowMegatronsRules) {
   EXPECT_TRUE(validate_run_config(c).empty());
 }
 
+// --kv-channels sets the head dimension: hidden need not divide by heads, and
+// the rules that read the head dimension (rope, the QKV width) read it.
+TEST(RunConfigValidation, KvChannelsSetTheHeadDimension) {
+  RunConfig c;
+  c.hidden = 66;
+  c.kv_channels = 16;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.kv_channels = 0;
+  expect_only(c, "--hidden 66: must be divisible by heads (4)");
+  c = {};
+  c.kv_channels = -1;
+  expect_only(c, "--kv-channels -1: must be >= 1 (0 = hidden / heads)");
+  c = {};
+  c.position_embedding = PositionEmbeddingOption::rope;
+  c.kv_channels = 5;
+  expect_only(c,
+              "--position-embedding rope: rotary embeddings need an even head dimension "
+              "(kv_channels = 5)");
+  EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"kv-channels"});
+  c = {};
+  c.tp = 4;
+  c.num_query_groups = 1;
+  c.kv_channels = 3;  // (4 + 2) * 3 = 18 rows over 4 ranks
+  expect_only(c,
+              "--num-query-groups 1: linear_qkv's width (heads + 2 * num_query_groups) * "
+              "head_dim = 18 is not divisible by tp (4) (Megatron's ColumnParallelLinear splits "
+              "it evenly over TP)");
+}
+
 TEST(RunConfigValidation, SequenceParallelNeedsTensorParallel) {
   RunConfig c;
   c.sp = true;

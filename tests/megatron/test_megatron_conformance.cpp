@@ -212,7 +212,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
                           std::string("mtp"), std::string("moe"), std::string("gqa"),
-                          std::string("mqa")),
+                          std::string("mqa"), std::string("qknorm")),
         ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
                           Layout{"tp2_sp", {"--tp", "2", "--sp", "--dp", "1"}},
                           Layout{"cp2", {"--cp", "2", "--dp", "1"}}, Layout{"dp2", {"--dp", "2"}},
@@ -229,17 +229,18 @@ INSTANTIATE_TEST_SUITE_P(
                                                  "--ep", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
-// Grouped-query attention with fewer query groups than TP ranks (gqa: 2 groups,
-// mqa: 1, over TP 4): the ranks all-gather the QKV projection and keep their
-// group, as Megatron does; with selective core_attn recompute and per-layer graphs.
+// Grouped-query attention with fewer query groups than TP ranks (gqa and
+// qknorm: 2 groups, mqa: 1, over TP 4): the ranks all-gather the QKV projection
+// and keep their group, as Megatron does; with selective core_attn recompute and
+// per-layer graphs.
 INSTANTIATE_TEST_SUITE_P(
     FewerQueryGroupsThanTpRanks, MegatronConformance,
-    ::testing::Combine(::testing::Values(std::string("gqa"), std::string("mqa")),
-                       ::testing::Values(Layout{"tp4_sp_cp2",
-                                                {"--tp", "4", "--sp", "--cp", "2", "--dp", "1"}},
-                                         Layout{"tp4_dp2_recompute_graphs",
-                                                {"--tp", "4", "--dp", "2", "--recompute",
-                                                 "selective:core_attn", "--graphs", "per-layer"}})),
+    ::testing::Combine(
+        ::testing::Values(std::string("gqa"), std::string("mqa"), std::string("qknorm")),
+        ::testing::Values(Layout{"tp4_sp_cp2", {"--tp", "4", "--sp", "--cp", "2", "--dp", "1"}},
+                          Layout{"tp4_dp2_recompute_graphs",
+                                 {"--tp", "4", "--dp", "2", "--recompute", "selective:core_attn",
+                                  "--graphs", "per-layer"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 }  // namespace

@@ -181,7 +181,7 @@ struct PlainGpt {
   }
   at::Tensor norm(const std::string& n, const at::Tensor& x) const {
     if (c.norm == NormKind::layer_norm) {
-      return at::layer_norm(x, {c.hidden}, p.at(n + ".weight"), p.at(n + ".bias"), c.norm_eps);
+      return at::layer_norm(x, {x.size(-1)}, p.at(n + ".weight"), p.at(n + ".bias"), c.norm_eps);
     }
     return x * at::rsqrt(x.pow(2).mean({-1}, true) + c.norm_eps) * p.at(n + ".weight");
   }
@@ -223,8 +223,14 @@ struct PlainGpt {
       at::Tensor qkv = at::linear(x, p.at(L + ".self_attention.linear_qkv.weight"),
                                   bias(L + ".self_attention.linear_qkv"))
                            .view({s, b, ng, r + 2, hn});
-      at::Tensor q = qkv.slice(3, 0, r).reshape({s, b, np, hn}).permute({1, 2, 0, 3});
-      at::Tensor k = qkv.select(3, r).permute({1, 2, 0, 3});  // [b, ng, s, hn]
+      at::Tensor q = qkv.slice(3, 0, r).reshape({s, b, np, hn});
+      at::Tensor k = qkv.select(3, r);  // [s, b, ng, hn]
+      if (c.qk_layernorm) {             // each head over its hn channels
+        q = norm(L + ".self_attention.q_layernorm", q);
+        k = norm(L + ".self_attention.k_layernorm", k);
+      }
+      q = q.permute({1, 2, 0, 3});  // [b, np, s, hn]
+      k = k.permute({1, 2, 0, 3});  // [b, ng, s, hn]
       at::Tensor v = qkv.select(3, r + 1).permute({1, 2, 0, 3});
       if (c.position_embedding == PositionEmbeddingKind::rope) {
         q = rotate(q);
@@ -279,6 +285,8 @@ struct Variant {
   bool bias = true;
   std::int64_t heads = 0;   // 0: the config's
   std::int64_t groups = 0;  // query groups; 0: one per head
+  std::int64_t kv_channels = 0;
+  bool qk_layernorm = false;
   void apply(ModelConfig& c) const {
     c.norm = norm;
     c.activation = act;
@@ -287,6 +295,8 @@ struct Variant {
     c.bias_linear = bias;
     if (heads > 0) c.heads = heads;
     c.num_query_groups = groups;
+    c.kv_channels = kv_channels;
+    c.qk_layernorm = qk_layernorm;
   }
 };
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
@@ -297,20 +307,26 @@ std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   if (!v.bias) name += "_nobias";
   if (v.groups > 0)
     name += "_heads" + std::to_string(v.heads) + "_groups" + std::to_string(v.groups);
+  if (v.kv_channels > 0) name += "_kv" + std::to_string(v.kv_channels);
+  if (v.qk_layernorm) name += "_qknorm";
   return name;
 }
 void PrintTo(const Variant& v, std::ostream* os) { *os << variant_name({v, 0}); }
 // Both norms and both activations, paired (each kind once); then Megatron's
 // other options (rotary positions, tied embeddings, no linear biases) together;
-// then grouped-query attention: 2 groups of 2 heads with rotary positions, and
-// multi-query (one group of 4).
+// then the attention options: 2 groups of 2 heads with rotary positions, a
+// head dimension of 6 (kv_channels) and RMSNorm q/k norms; multi-query (one
+// group of 4) with LayerNorm q/k norms. (Rotary positions with both: without
+// them the key norm's bias adds the same score to every key, and its gradient
+// is zero up to rounding.)
 const Variant kVariants[] = {
     {NormKind::layer_norm, ActivationKind::gelu},
     {NormKind::rms_norm, ActivationKind::swiglu},
     {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, false, false},
-    {NormKind::rms_norm, ActivationKind::swiglu, PositionEmbeddingKind::rope, true, true, 4, 2},
-    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::learned, true, false, 4,
-     1}};
+    {NormKind::rms_norm, ActivationKind::swiglu, PositionEmbeddingKind::rope, true, true, 4, 2, 6,
+     true},
+    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, true, false, 4, 1, 0,
+     true}};
 class ModelVsPlain : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
@@ -381,9 +397,11 @@ TEST_P(ModelFiniteDifferences, OneTransformerLayerInputAndParameters) {
   at::Tensor x = testing::random_leaf({c.seq, c.micro_batch, c.hidden}, 5);
   std::vector<at::Tensor> leaves{x};
   for (Parameter& p : factory.parameters()) leaves.push_back(p.value);
-  // Norms: weight (+ bias for layernorm) each; four linears: weight (+ bias).
+  // Norms (two, four with the q/k norms): weight (+ bias for layernorm) each;
+  // four linears: weight (+ bias).
+  const std::size_t norms = c.qk_layernorm ? 4 : 2;
   EXPECT_EQ(factory.parameters().size(),
-            (c.norm == NormKind::layer_norm ? 4u : 2u) + (c.bias_linear ? 8u : 4u));
+            norms * (c.norm == NormKind::layer_norm ? 2u : 1u) + (c.bias_linear ? 8u : 4u));
   // Global positions of a CP rank's two chunks (not contiguous), for rope.
   const at::Tensor pos = at::tensor({1, 2, 9, 10}, at::kLong).slice(0, 0, c.seq);
   EXPECT_TRUE(check_gradients([&] { return weighted_sum(layer.forward(rt, x, pos)); }, leaves));

@@ -240,20 +240,25 @@ INSTANTIATE_TEST_SUITE_P(Matrix, ShardedModel, ::testing::ValuesIn(full_matrix()
 // Grouped-query attention (docs/model.md "Grouped-query attention"), 8 heads:
 // groups split over TP (groups >= tp), or fewer groups than TP ranks (the
 // ranks all-gather the projection and keep their group, as Megatron does);
-// the CP gather moves the key/value heads alone. Rotary positions, and on some
+// the CP gather moves the key/value heads alone. Rotary positions; on some
 // cases selective core_attn recompute (the repeat of the key/value heads inside
-// the recomputed region).
+// the recomputed region), a head dimension of 6 (kv_channels, not hidden /
+// heads = 4) and q/k norms (their gradients summed over TP).
 struct GqaCase {
   int tp, cp, dp;
   bool sp;
   std::int64_t groups;
   bool recompute = false;
+  std::int64_t kv_channels = 0;
+  bool qk_layernorm = false;
 };
 std::string gqa_case_name(const ::testing::TestParamInfo<GqaCase>& info) {
   const GqaCase& g = info.param;
   return "tp" + std::to_string(g.tp) + "_cp" + std::to_string(g.cp) + "_dp" + std::to_string(g.dp) +
          (g.sp ? "_sp" : "") + "_groups" + std::to_string(g.groups) +
-         (g.recompute ? "_core_attn_recompute" : "");
+         (g.recompute ? "_core_attn_recompute" : "") +
+         (g.kv_channels > 0 ? "_kv" + std::to_string(g.kv_channels) : "") +
+         (g.qk_layernorm ? "_qknorm" : "");
 }
 void PrintTo(const GqaCase& g, std::ostream* os) { *os << gqa_case_name({g, 0}); }
 class ShardedGqaModel : public ::testing::TestWithParam<GqaCase> {};
@@ -265,6 +270,8 @@ TEST_P(ShardedGqaModel, EqualsTheSingleRankRunInFp64) {
   c.heads = 8;
   c.seq = 16;  // 2 * cp * tp chunks under CP 2, SP 4
   c.num_query_groups = k.groups;
+  c.kv_channels = k.kv_channels;
+  c.qk_layernorm = k.qk_layernorm;
   c.position_embedding = PositionEmbeddingKind::rope;
   if (k.recompute) {
     c.recompute = RecomputeKind::selective;
@@ -274,11 +281,12 @@ TEST_P(ShardedGqaModel, EqualsTheSingleRankRunInFp64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ShardedGqaModel,
-                         ::testing::Values(GqaCase{2, 2, 1, true, 2}, GqaCase{2, 1, 2, false, 4},
+                         ::testing::Values(GqaCase{2, 2, 1, true, 2, false, 0, true},
+                                           GqaCase{2, 1, 2, false, 4, false, 6},
                                            GqaCase{1, 2, 2, false, 2, true},
-                                           GqaCase{4, 1, 1, true, 2, true},
-                                           GqaCase{4, 2, 1, true, 1},
-                                           GqaCase{2, 2, 1, false, 1, true}),
+                                           GqaCase{4, 1, 1, true, 2, true, 6, true},
+                                           GqaCase{4, 2, 1, true, 1, false, 0, true},
+                                           GqaCase{2, 2, 1, false, 1, true, 6}),
                          gqa_case_name);
 
 // MoE layers (docs/model.md "MoE layer"): the loss and every gradient of a
