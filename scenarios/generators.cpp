@@ -95,6 +95,10 @@ void pick_model_shape(RunConfig& c) {
   for (int g = 1; g <= c.heads; ++g)
     if (c.heads % g == 0) groups.push_back(g);
   c.num_query_groups = sometimes(3) ? one_of(groups) : 0;
+  // A head dimension of 6 (never hidden / heads, a power of two; even for rope;
+  // (heads + 2 groups) * 6 splits over every tp drawn) and q/k norms.
+  c.kv_channels = sometimes(4) ? 6 : 0;
+  c.qk_layernorm = sometimes(4);
   c.gather_output = c.tp > 1 && sometimes(3);
   // The forward's runtime_gather_output, which wins over gather_output (7.7).
   c.runtime_gather_output =
