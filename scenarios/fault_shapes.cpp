@@ -11,6 +11,7 @@ PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
 PARITY_USES_FAULT(aux_loss_tracker_host_side);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
+PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
@@ -123,6 +124,12 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     if (std::none_of(s.metrics.begin(), s.metrics.end(),
                      [](const std::string& m) { return is_parameter_metric(m); }))
       s.metrics.emplace_back("global-wgrad-l2");
+  } else if (fault == fault_gqa_kv_heads_split_wrong) {
+    // Two query groups over TP 4: ranks 1 and 2 hold a query head of one group
+    // and, dealt round-robin, the other group's key and value (the generators'
+    // heads are tp or 2 tp, so even).
+    if (s.tp < 4) return false;
+    s.num_query_groups = 2;
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

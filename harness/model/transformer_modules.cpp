@@ -9,9 +9,12 @@
 #include <cmath>
 
 #include "harness/backend/tp_mappings.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/moe_layer.h"
 #include "harness/recompute/checkpoint.h"
+
+PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 
 namespace parity {
 
@@ -172,16 +175,24 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   // projection, keep the group of ranks [g * tp/ng, (g+1) * tp/ng) and, of its
   // queries, this rank's heads / tp.
   const bool groups_replicated = groups < tp;
+  at::Tensor all_groups;
+  const std::int64_t width = mixed.size(-1) * tp / groups;  // one group's columns
   if (groups_replicated) {
-    mixed = all_gather_last_dim_from_tensor_parallel_region(mixed, rt.parallel.tp);
-    const std::int64_t width = mixed.size(-1) / groups;
-    mixed = mixed.narrow(-1, tp_rank / (tp / groups) * width, width);
+    all_groups = all_gather_last_dim_from_tensor_parallel_region(mixed, rt.parallel.tp);
+    mixed = all_groups.narrow(-1, tp_rank / (tp / groups) * width, width);
   }
   std::vector<at::Tensor> qkv =
       rt.backend->split_qkv(mixed, hn, groups_replicated ? 1 : groups / tp);
   if (groups_replicated) {
     const std::int64_t heads_here = config_->heads / tp;
     qkv[0] = qkv[0].narrow(2, tp_rank % (tp / groups) * heads_here, heads_here);
+    if (fault_active(fault_gqa_kv_heads_split_wrong)) {
+      // Fault gqa-kv-heads-split-wrong: the key and value of group r mod G.
+      const std::vector<at::Tensor> other =
+          rt.backend->split_qkv(all_groups.narrow(-1, tp_rank % groups * width, width), hn, 1);
+      qkv[1] = other[1];
+      qkv[2] = other[2];
+    }
   }
   if (q_layernorm_) {  // per head, before the rotary embedding (Megatron's order)
     qkv[0] = q_layernorm_->forward(rt, qkv[0]);
