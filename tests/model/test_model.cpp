@@ -1,6 +1,5 @@
-// The model at one rank: config validation, deterministic init, the gather
-// precedence helper, fp64 numerics against an independent plain implementation
-// and against finite differences, and the observation sites.
+// The model at one rank: deterministic init, the gather precedence helper, fp64 numerics against an
+// independent plain implementation and against finite differences, and the observation sites.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -47,63 +46,6 @@ ModelConfig small_config() {
 }
 
 at::Tensor positions(std::int64_t s) { return at::arange(s, at::kLong); }
-
-// ------------------------------------------------------------------ config
-TEST(ModelConfigValidation, NamesFieldValueAndRule) {
-  ModelConfig c;
-  c.heads = 6;
-  c.hidden = 48;
-  c.ffn_hidden = 64;
-  c.vocab = 128;
-  try {
-    c.validate(4, 1, 1);
-    FAIL();
-  } catch (const ModelConfigError& e) {
-    EXPECT_EQ(e.field(), "heads");
-    EXPECT_STREQ(e.what(), "model config: heads = 6: must be divisible by tp (4)");
-  }
-  auto field_of = [](ModelConfig c, int tp, int cp, int dp) -> std::string {
-    try {
-      c.validate(tp, cp, dp);
-    } catch (const ModelConfigError& e) {
-      return e.field();
-    }
-    return "";
-  };
-  ModelConfig ok;
-  EXPECT_EQ(field_of(ok, 1, 1, 1), "");
-  EXPECT_EQ(field_of(ok, 4, 2, 2), "");
-  ModelConfig v = ok;
-  v.vocab = 130;
-  EXPECT_EQ(field_of(v, 4, 1, 1), "vocab");
-  v = ok;
-  v.ffn_hidden = 250;
-  EXPECT_EQ(field_of(v, 4, 1, 1), "ffn_hidden");
-  v = ok;
-  v.sequence_parallel = true;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "sequence_parallel");
-  EXPECT_EQ(field_of(v, 2, 1, 1), "");
-  v = ok;
-  v.seq = 12;
-  EXPECT_EQ(field_of(v, 1, 4, 1), "seq");  // 2*cp = 8
-  v.seq = 10;
-  v.sequence_parallel = true;
-  EXPECT_EQ(field_of(v, 4, 1, 1), "seq");  // 10 % 4
-  v = ok;
-  v.dropout = 1.0;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "dropout");
-  v = ok;
-  v.hidden = 12;
-  v.heads = 4;  // head_dim 3: rotate-half needs pairs
-  EXPECT_EQ(field_of(v, 1, 1, 1), "");
-  v.position_embedding = PositionEmbeddingKind::rope;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "position_embedding");
-  v.hidden = 16;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "");
-  v = ok;
-  v.hidden = 66;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "hidden");
-}
 
 // ------------------------------------------------------------------ init
 TEST(DeterministicInit, DependsOnlyOnSeedAndName) {
