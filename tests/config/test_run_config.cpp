@@ -546,7 +546,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 30);
+  EXPECT_EQ(ranged, 36);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {
@@ -689,6 +689,9 @@ RunConfig unusual() {
   c.check_collectives = true;
   c.hidden = 96;
   c.heads = 6;
+  c.num_query_groups = 2;
+  c.kv_channels = 12;
+  c.qk_layernorm = true;
   c.ffn_hidden = 128;
   c.layers = 5;
   c.seq = 32;
@@ -781,6 +784,9 @@ TEST(ModelMapping, EveryModelFieldIsMapped) {
   const ModelConfig m = model_config_from(c);
   EXPECT_EQ(m.hidden, 96);
   EXPECT_EQ(m.heads, 6);
+  EXPECT_EQ(m.num_query_groups, 2);
+  EXPECT_EQ(m.kv_channels, 12);
+  EXPECT_TRUE(m.qk_layernorm);
   EXPECT_EQ(m.ffn_hidden, 128);
   EXPECT_EQ(m.layers, 5);
   EXPECT_EQ(m.seq, 32);
@@ -802,6 +808,9 @@ TEST(ModelMapping, EveryModelFieldIsMapped) {
   EXPECT_FALSE(d.sequence_parallel);
   EXPECT_FALSE(d.gather_output);
   EXPECT_FALSE(d.runtime_gather_output.has_value());
+  EXPECT_EQ(d.query_groups(), d.heads);
+  EXPECT_EQ(d.head_dim(), 64 / 4);
+  EXPECT_FALSE(d.qk_layernorm);
 }
 
 // validate_run_config is the one rule set: every config it accepts maps onto a
@@ -815,25 +824,27 @@ TEST(ModelMapping, EveryValidRunConfigIsAValidModelConfig) {
       for (int dp : {1, 2})
         for (bool sp : {false, true})
           for (int heads : {1, 2, 3, 4, 6})
-            for (int hidden : {12, 16, 24, 36})
-              for (int ffn : {6, 8, 12})
-                for (int vocab : {12, 20})
-                  for (int seq : {4, 6, 8, 12, 16, 24}) {
-                    RunConfig c;
-                    c.tp = tp, c.cp = cp, c.dp = dp, c.sp = sp, c.heads = heads;
-                    c.hidden = hidden, c.ffn_hidden = ffn, c.vocab = vocab, c.seq = seq;
-                    if (!validate_run_config(c).empty()) {
-                      ++rejected;
-                      continue;
+            for (int groups : {0, 1, 2, 3})
+              for (int hidden : {12, 16, 24, 36})
+                for (int ffn : {6, 8, 12})
+                  for (int vocab : {12, 20})
+                    for (int seq : {4, 6, 8, 12, 16, 24}) {
+                      RunConfig c;
+                      c.tp = tp, c.cp = cp, c.dp = dp, c.sp = sp, c.heads = heads;
+                      c.num_query_groups = groups;
+                      c.hidden = hidden, c.ffn_hidden = ffn, c.vocab = vocab, c.seq = seq;
+                      if (!validate_run_config(c).empty()) {
+                        ++rejected;
+                        continue;
+                      }
+                      ++accepted;
+                      try {
+                        model_config_from(c).validate(tp, cp, dp);
+                      } catch (const ModelConfigError& e) {
+                        ADD_FAILURE()
+                            << "validate_run_config accepted what the model rejects: " << e.what();
+                      }
                     }
-                    ++accepted;
-                    try {
-                      model_config_from(c).validate(tp, cp, dp);
-                    } catch (const ModelConfigError& e) {
-                      ADD_FAILURE() << "validate_run_config accepted what the model rejects: "
-                                    << e.what();
-                    }
-                  }
   EXPECT_GT(accepted, 100);
   EXPECT_GT(rejected, 100);
 }
