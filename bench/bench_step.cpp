@@ -9,6 +9,7 @@
 //   parity_bench_step --moe [--steps N]
 //   parity_bench_step --mtp [--steps N]
 //   parity_bench_step --pp [--steps N]
+//   parity_bench_step --gqa [--steps N]
 //
 // --moe: 8 thread ranks (tp 2 with sp x dp 4), the dense model against MoE
 // layers with 8 experts, top-2, without and with expert parallelism (ep 2):
@@ -23,6 +24,9 @@
 // (1F1B, interleaved 1F1B) at fixed global work: 8 layers, 8 microbatches,
 // tp 1 x dp 1 x pp P thread ranks; the schedule, its point-to-point messages
 // and the stages' idle time (bubbles) against the same model on one rank.
+// --gqa: 4 thread ranks (tp 2 with sp x cp 2), hidden 512 and 8 heads in 8
+// (plain attention), 4, 2 and 1 query groups: the key/value projection and the
+// CP key/value all-gather shrink with the groups.
 //
 // Each configuration is launched once (the "model" rank program over Gloo thread
 // ranks) for N steps; a step's time is the slowest rank's wall time of that
@@ -189,6 +193,32 @@ void print_pp_table(int steps) {
     }
 }
 
+void print_gqa_table(int steps) {
+  RunConfig base = base_model();
+  base.hidden = 512;
+  base.ffn_hidden = 512;
+  base.seq = 128;
+  base.tp = 2;
+  base.sp = true;
+  base.cp = 2;
+  base.steps = steps;
+  std::printf(
+      "model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
+      "fp32, tp 2 sp x cp 2 (4 thread ranks); %d steps per run, step 0 dropped\n\n",
+      base.layers, base.hidden, base.heads, base.ffn_hidden, base.seq, base.micro_batch, base.vocab,
+      steps);
+  std::printf(
+      "| query groups | step ms (median) | step ms (min) | rank-thread CPU ms per step (all "
+      "ranks) |\n|---|---|---|---|\n");
+  for (int groups : {8, 4, 2, 1}) {
+    RunConfig c = base;
+    c.num_query_groups = groups;
+    const Measured m = measure_checked(c);
+    std::printf("| %d | %.1f | %.1f | %.1f |\n", groups, m.median_ms, m.min_ms, m.cpu_ms);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +231,11 @@ int main(int argc, char** argv) {
   if (argc >= 2 && !std::strcmp(argv[1], "--pp")) {
     if (argc == 4 && !std::strcmp(argv[2], "--steps")) steps = std::max(2, std::atoi(argv[3]));
     print_pp_table(steps);
+    return 0;
+  }
+  if (argc >= 2 && !std::strcmp(argv[1], "--gqa")) {
+    if (argc == 4 && !std::strcmp(argv[2], "--steps")) steps = std::max(2, std::atoi(argv[3]));
+    print_gqa_table(steps);
     return 0;
   }
   if (argc >= 2 && !std::strcmp(argv[1], "--mtp")) {

@@ -11,6 +11,7 @@ PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
 PARITY_USES_FAULT(aux_loss_tracker_host_side);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
+PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(pp_send_order);
 PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
@@ -129,6 +130,12 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // Two microbatches at least (the interleaved schedule: a multiple of pp).
     if (s.pp < 2) return false;
     if (s.microbatches < 2) s.microbatches = s.vpp > 1 ? s.pp : 2;
+  } else if (fault == fault_gqa_kv_heads_split_wrong) {
+    // Two query groups over TP 4: ranks 1 and 2 hold a query head of one group
+    // and, dealt round-robin, the other group's key and value (the generators'
+    // heads are tp or 2 tp, so even).
+    if (s.tp < 4) return false;
+    s.num_query_groups = 2;
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

@@ -88,6 +88,17 @@ void pick_model_shape(RunConfig& c) {
       {{3, PositionEmbeddingOption::learned}, {1, PositionEmbeddingOption::rope}});
   c.untie = !sometimes(4);
   c.bias_linear = !sometimes(4);
+  // Grouped-query attention: a divisor of heads (heads is tp or 2 tp, so every
+  // divisor is a multiple or a divisor of tp, Megatron's rule; below tp the
+  // ranks all-gather the projection); one group per head (0) first.
+  std::vector<int> groups;
+  for (int g = 1; g <= c.heads; ++g)
+    if (c.heads % g == 0) groups.push_back(g);
+  c.num_query_groups = sometimes(3) ? one_of(groups) : 0;
+  // A head dimension of 6 (never hidden / heads, a power of two; even for rope;
+  // (heads + 2 groups) * 6 splits over every tp drawn) and q/k norms.
+  c.kv_channels = sometimes(4) ? 6 : 0;
+  c.qk_layernorm = sometimes(4);
   c.gather_output = c.tp > 1 && sometimes(3);
   // The forward's runtime_gather_output, which wins over gather_output (7.7).
   c.runtime_gather_output =

@@ -235,9 +235,11 @@ class Backend {
   virtual at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits,
                                                   const at::Tensor& labels,
                                                   std::int64_t vocab_start, Communicator* tp) const;
-  // The QKV split of Megatron's per-head [q k v] layout: mixed
-  // [s, b, np * 3 * hn] -> q, k, v, each [s, b, np, hn].
-  virtual std::vector<at::Tensor> split_qkv(const at::Tensor& mixed, std::int64_t head_dim) const;
+  // The QKV split of Megatron's grouped layout (per query group: its np/ng
+  // queries, then its key, then its value; ng = np without grouping): mixed
+  // [s, b, ng * (np/ng + 2) * hn] -> q [s, b, np, hn], k and v [s, b, ng, hn].
+  virtual std::vector<at::Tensor> split_qkv(const at::Tensor& mixed, std::int64_t head_dim,
+                                            std::int64_t groups) const;
   // Megatron's rotary position embedding (rotary_percent 1.0, not interleaved):
   // x [s, b, np, d] with positions [s] (int64, GLOBAL, so a CP rank's chunks
   // rotate as in the whole sequence). Angles positions * base^(-2i/d) in fp32,

@@ -40,10 +40,16 @@ at::Tensor Backend::vocab_parallel_cross_entropy(const at::Tensor& logits, const
   return sum_exp.log() - target;
 }
 
-std::vector<at::Tensor> Backend::split_qkv(const at::Tensor& mixed, std::int64_t head_dim) const {
+std::vector<at::Tensor> Backend::split_qkv(const at::Tensor& mixed, std::int64_t head_dim,
+                                           std::int64_t groups) const {
   const std::int64_t s = mixed.size(0), b = mixed.size(1);
-  const std::int64_t np_local = mixed.size(2) / (3 * head_dim);
-  return mixed.view({s, b, np_local, 3 * head_dim}).split(head_dim, -1);
+  const std::int64_t per_group = mixed.size(2) / groups;  // (np/ng + 2) * hn
+  const std::int64_t q_width = per_group - 2 * head_dim;
+  std::vector<at::Tensor> qkv =
+      mixed.view({s, b, groups, per_group}).split_with_sizes({q_width, head_dim, head_dim}, -1);
+  // [s, b, ng, np/ng * hn] -> [s, b, np, hn] (a view when np == ng).
+  qkv[0] = qkv[0].reshape({s, b, -1, head_dim});
+  return qkv;
 }
 
 at::Tensor Backend::rotary_embedding(const at::Tensor& x, const at::Tensor& positions,

@@ -81,15 +81,18 @@ struct GatherDim : torch::autograd::Function<GatherDim> {
   }
 };
 
-// All-gather dim 0 forward; reduce-scatter dim 0 backward.
-struct GatherFromSp : torch::autograd::Function<GatherFromSp> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t comm) {
+// All-gather `dim` forward; reduce-scatter `dim` backward.
+struct GatherReduceScatterDim : torch::autograd::Function<GatherReduceScatterDim> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t comm,
+                            std::int64_t dim) {
     ctx->saved_data["comm"] = comm;
-    return gather(x, *reinterpret_cast<Communicator*>(comm), 0);
+    ctx->saved_data["dim"] = dim;
+    return gather(x, *reinterpret_cast<Communicator*>(comm), dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
-    if (!g[0].defined()) return {at::Tensor(), at::Tensor()};
-    return {reduce_scatter(g[0], saved_communicator(ctx), 0), at::Tensor()};
+    if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    return {reduce_scatter(g[0], saved_communicator(ctx), ctx->saved_data["dim"].toInt()),
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -119,11 +122,14 @@ at::Tensor scatter_to_tensor_parallel_region(const at::Tensor& x, Communicator* 
 at::Tensor gather_from_tensor_parallel_region(const at::Tensor& x, Communicator* tp) {
   return trivial_group(tp) ? x : GatherDim::apply(x, to_handle(tp), last_dim(x));
 }
+at::Tensor all_gather_last_dim_from_tensor_parallel_region(const at::Tensor& x, Communicator* tp) {
+  return trivial_group(tp) ? x : GatherReduceScatterDim::apply(x, to_handle(tp), last_dim(x));
+}
 at::Tensor scatter_to_sequence_parallel_region(const at::Tensor& x, Communicator* tp) {
   return trivial_group(tp) ? x : ScatterDim::apply(x, to_handle(tp), std::int64_t{0});
 }
 at::Tensor gather_from_sequence_parallel_region(const at::Tensor& x, Communicator* tp) {
-  return trivial_group(tp) ? x : GatherFromSp::apply(x, to_handle(tp));
+  return trivial_group(tp) ? x : GatherReduceScatterDim::apply(x, to_handle(tp), std::int64_t{0});
 }
 at::Tensor reduce_scatter_to_sequence_parallel_region(const at::Tensor& x, Communicator* tp) {
   return trivial_group(tp) ? x : ReduceScatterToSp::apply(x, to_handle(tp));

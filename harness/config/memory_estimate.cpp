@@ -45,7 +45,13 @@ MemoryEstimate estimate_rank_memory(const RunConfig& c) {
   // Weights: attention (qkv + proj), the MLP (fc1, fc2) or this rank's experts.
   const double experts_here =
       c.moe_experts > 0 ? std::max(1.0, static_cast<double>(c.moe_experts) / c.ep) : 1.0;
-  const double layer_weights = 4 * h * h / tp + experts_here * (fc1 + ffn) * h / tp;
+  // linear_qkv: heads query heads and a key and a value per query group, each
+  // head_dim wide; linear_proj: heads * head_dim back to h.
+  const double heads = std::max(1, c.heads);
+  const double groups = c.num_query_groups > 0 ? c.num_query_groups : heads;
+  const double head_dim = c.kv_channels > 0 ? c.kv_channels : h / heads;
+  const double attention = (2 * heads + 2 * groups) * head_dim * h;
+  const double layer_weights = attention / tp + experts_here * (fc1 + ffn) * h / tp;
   double weights = layers * layer_weights + c.vocab * h / tp * (c.untie ? 2 : 1) / pp;
   if (c.position_embedding == PositionEmbeddingOption::learned) weights += double(c.seq) * h / pp;
   MemoryEstimate e;

@@ -8,6 +8,9 @@ ModelConfig model_config_from(const RunConfig& c) {
   ModelConfig m;
   m.hidden = c.hidden;
   m.heads = c.heads;
+  m.num_query_groups = c.num_query_groups;
+  m.kv_channels = c.kv_channels;
+  m.qk_layernorm = c.qk_layernorm;
   m.ffn_hidden = c.ffn_hidden;
   m.layers = c.layers;
   m.seq = c.seq;

@@ -99,6 +99,9 @@ struct RunConfig {
   // --- model (issue 3); small defaults so a default run is quick
   int hidden = 64;
   int heads = 4;
+  int num_query_groups = 0;   // grouped-query attention; 0 = heads
+  int kv_channels = 0;        // attention head dimension; 0 = hidden / heads
+  bool qk_layernorm = false;  // a norm over each query and key head
   int ffn_hidden = 256;
   int layers = 2;
   int seq = 16;

@@ -202,6 +202,17 @@ std::vector<RunConfigField> make_fields() {
   // Model (issue 3).
   f.push_back(integer("hidden", &RunConfig::hidden, kModel, "hidden size", positive));
   f.push_back(integer("heads", &RunConfig::heads, kModel, "attention heads", positive));
+  f.push_back(integer("num-query-groups", &RunConfig::num_query_groups, kModel,
+                      "grouped-query attention: key/value heads, each shared by heads / N query "
+                      "heads; 1 = multi-query, 0 = heads (Megatron's num_query_groups)",
+                      at_least(0, "must be >= 1 (0 = heads: one group per head)")));
+  f.push_back(
+      integer("kv-channels", &RunConfig::kv_channels, kModel,
+              "channels of each attention head (Megatron's kv_channels); 0 = hidden / heads",
+              at_least(0, "must be >= 1 (0 = hidden / heads)")));
+  f.push_back(flag("qk-layernorm", &RunConfig::qk_layernorm, kModel,
+                   "normalize each query and key head over its channels with the model's norm "
+                   "(Megatron's qk_layernorm)"));
   f.push_back(integer("ffn-hidden", &RunConfig::ffn_hidden, kModel, "MLP hidden size", positive));
   f.push_back(integer("layers", &RunConfig::layers, kModel, "transformer layers", positive));
   f.push_back(integer("seq", &RunConfig::seq, kModel, "sequence length", positive));

@@ -42,6 +42,9 @@ std::string run_key(const std::string& model_field) {
   static const std::map<std::string, std::string> keys = {
       {"ffn_hidden", "ffn-hidden"},
       {"micro_batch", "micro-batch"},
+      {"num_query_groups", "num-query-groups"},
+      {"kv_channels", "kv-channels"},
+      {"qk_layernorm", "qk-layernorm"},
       {"sequence_parallel", "sp"},
       {"recompute_layers", "recompute-layers"},
       {"recompute_modules", "recompute"},

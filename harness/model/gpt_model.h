@@ -26,8 +26,8 @@ struct Parameter {
   at::Tensor value;        // this rank's shard (a leaf that requires grad)
   ShardSpec shard;         // how the full tensor is split over TP
   // True when each TP rank sees only part of the sequence in the forward (norm
-  // weights and row-parallel biases under SP), so its gradient is a partial sum
-  // that finalize_grads all-reduces over TP.
+  // weights and row-parallel biases under SP) or only its own heads (the q/k
+  // norms), so its gradient is a partial sum that finalize_grads all-reduces over TP.
   bool sequence_parallel = false;
   // A routed expert's weight: the GLOBAL expert index (ep_rank * E/ep + local).
   // Its gradient is summed over the ranks holding the same expert only.
@@ -126,15 +126,22 @@ class RowParallelLinear : public Module {
 
 class Norm : public Module {
  public:
+  // Over the hidden size; under SP its gradients are partial per TP rank.
   Norm(std::string name, const ModelConfig* config, ParameterFactory& params);
+  // Over `width` channels (the last dim). `tp_partial`: each TP rank normalizes
+  // only part of what the weights see (sequence shards, or its own heads for
+  // the q/k norms), so finalize_grads sums the gradients over TP.
+  Norm(std::string name, const ModelConfig* config, ParameterFactory& params, std::int64_t width,
+       bool tp_partial);
   at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x) const;
 
  private:
   at::Tensor weight_, bias_;  // bias undefined for RMSNorm
 };
 
-// QKV column-parallel (heads split over TP, Megatron's per-head [q k v] layout),
-// causal core attention, projection row-parallel. Owns the attention_context probe.
+// QKV column-parallel (query groups split over TP, Megatron's per-group
+// [queries, key, value] layout), optional q/k norms, causal core attention,
+// projection row-parallel. Owns the attention_context probe.
 class SelfAttention : public Module {
  public:
   SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params);
@@ -145,6 +152,7 @@ class SelfAttention : public Module {
  private:
   ColumnParallelLinear linear_qkv_;
   RowParallelLinear linear_proj_;
+  std::optional<Norm> q_layernorm_, k_layernorm_;  // with qk_layernorm
 };
 
 // fc1 column-parallel, activation, fc2 row-parallel. Owns the mlp_output probe.

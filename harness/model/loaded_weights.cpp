@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "harness/base/files.h"
 #include "harness/base/shape_text.h"
 
@@ -26,6 +28,32 @@ std::vector<std::int64_t> shard_shape(std::vector<std::int64_t> full, const Shar
   if (!spec.replicated() && full[static_cast<std::size_t>(spec.dim)] % tp_size == 0)
     full[static_cast<std::size_t>(spec.dim)] /= tp_size;
   return full;
+}
+
+bool has(const std::string& name, const char* part) { return name.find(part) != std::string::npos; }
+
+// The attention options that change a checkpoint's shapes: linear_qkv's rows
+// are (heads + 2 * groups) * head_dim, linear_proj takes heads * head_dim
+// inputs, the q/k norms have head_dim weights.
+std::string attention_shape_hint(const std::string& name, const std::vector<std::int64_t>& file,
+                                 const std::vector<std::int64_t>& model) {
+  if (file.size() != model.size() || file.empty()) return "";
+  const bool rows_only = std::equal(file.begin() + 1, file.end(), model.begin() + 1);
+  if (has(name, ".linear_qkv.") && rows_only)
+    return " (linear_qkv has (heads + 2 * num_query_groups) * head_dim rows: does the model use "
+           "--num-query-groups or --kv-channels?)";
+  if (has(name, ".linear_proj.weight") && file.size() == 2 && file[0] == model[0])
+    return " (linear_proj takes heads * head_dim inputs: does the model use --kv-channels?)";
+  if (has(name, "_layernorm.") && (has(name, ".q_layernorm.") || has(name, ".k_layernorm.")))
+    return " (the q/k norms have head_dim weights: does the model use --kv-channels?)";
+  return "";
+}
+
+// A q/k norm weight in one of the checkpoint and the model only.
+std::string qk_norm_hint(const std::string& name) {
+  return has(name, ".q_layernorm.") || has(name, ".k_layernorm.")
+             ? " (does the model use --qk-layernorm?)"
+             : "";
 }
 
 }  // namespace
@@ -81,7 +109,7 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
     const at::Tensor* t = find(static_cast<std::size_t>(f), r.name);
     if (t == nullptr) {
       problems_.push_back(where + ": missing from the file (the model expects shape " +
-                          shape_text(expected) + ")");
+                          shape_text(expected) + ")" + qk_norm_hint(r.name));
       ok = false;
       continue;
     }
@@ -98,7 +126,8 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
                           ", the model expects " + shape_text(expected) +
                           (k > 1 ? " (its shard of " + shape_text(r.full_shape) + " over " +
                                        std::to_string(k) + " TP ranks)"
-                                 : ""));
+                                 : "") +
+                          attention_shape_hint(r.name, t->sizes().vec(), expected));
       ok = false;
       continue;
     }
@@ -155,7 +184,7 @@ void LoadedWeights::finish() {
       if (used_.count(name) == 0)
         problems_.push_back(name + (files_.size() > 1 ? " (" + files_[f] + ")" : "") +
                             ": in the file (shape " + shape_text(t.sizes()) +
-                            ") but the model has no such parameter");
+                            ") but the model has no such parameter" + qk_norm_hint(name));
   if (!problems_.empty()) throw WeightsError(path_, problems_);
 }
 

@@ -91,6 +91,44 @@ std::string str(T v) {
 }  // namespace
 
 namespace {
+// Grouped-query attention (docs/model.md "Attention"): Megatron's rules, in its words.
+template <typename Add>
+void query_group_violations(const ModelConfig& c, int tp, Add&& add) {
+  const std::int64_t g = c.num_query_groups;
+  if (g < 0) {
+    add("num_query_groups", str(g), "must be >= 1 (0 = heads: one group per head)");
+    return;
+  }
+  if (g > c.heads || c.heads % c.query_groups() != 0) {
+    add("num_query_groups", str(g),
+        "must divide heads (" + str(c.heads) + "): each group shares its key and value with " +
+            "heads / num_query_groups query heads",
+        {"heads"});
+    return;
+  }
+  const std::int64_t groups = c.query_groups();
+  if (c.heads % tp != 0) return;  // the heads' own rule says it (and groups = heads by default)
+  // TransformerConfig.__post_init__.
+  if (groups % tp != 0 && tp % groups != 0) {
+    add("num_query_groups", str(groups),
+        "must be a multiple or divisor of tp (" + str(tp) +
+            ") (Megatron: \"num_query_groups must be a multiple or divisor of "
+            "tensor_model_parallel_size\")",
+        {"tp"});
+    return;
+  }
+  // With fewer groups than TP ranks Megatron's ColumnParallelLinear still splits
+  // linear_qkv's rows evenly over TP (divide() asserts they divide).
+  if (groups < tp && c.head_dim() > 0 && c.qkv_width() % tp != 0)
+    add("num_query_groups", str(groups),
+        "linear_qkv's width (heads + 2 * num_query_groups) * head_dim = " + str(c.qkv_width()) +
+            " is not divisible by tp (" + str(tp) +
+            ") (Megatron's ColumnParallelLinear splits it evenly over TP)",
+        {"heads", c.kv_channels > 0 ? "kv_channels" : "hidden", "tp"});
+}
+}  // namespace
+
+namespace {
 // The MoE rules (docs/model.md "MoE layer").
 template <typename Add>
 void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
@@ -319,7 +357,9 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   at_least_one("vocab", vocab);
   if (!out.empty()) return out;  // the rules below divide by these
 
-  if (hidden % heads != 0)
+  // Without kv_channels the head dimension is hidden / heads.
+  if (kv_channels < 0) add("kv_channels", str(kv_channels), "must be >= 1 (0 = hidden / heads)");
+  if (kv_channels == 0 && hidden % heads != 0)
     add("hidden", str(hidden), "must be divisible by heads (" + str(heads) + ")", {"heads"});
   // Tensor parallelism splits the heads (so the hidden size), the ffn and the vocab.
   auto divisible_by_tp = [&](const char* field, std::int64_t v) {
@@ -328,6 +368,7 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   divisible_by_tp("heads", heads);
   divisible_by_tp("ffn_hidden", ffn_hidden);
   divisible_by_tp("vocab", vocab);
+  query_group_violations(*this, tp, add);
 
   if (sequence_parallel && tp == 1)
     add("sequence_parallel", "true", "sequence parallelism requires tp > 1 (tp = 1)", {"tp"});
@@ -347,10 +388,13 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   }
 
   // Rotate-half pairs element i with element i + head_dim/2.
-  if (position_embedding == PositionEmbeddingKind::rope && head_dim() % 2 != 0)
+  if (position_embedding == PositionEmbeddingKind::rope && kv_channels >= 0 && head_dim() % 2 != 0)
     add("position_embedding", "rope",
-        "rotary embeddings need an even head dimension (hidden / heads = " + str(head_dim()) + ")",
-        {"hidden", "heads"});
+        "rotary embeddings need an even head dimension (" +
+            std::string(kv_channels > 0 ? "kv_channels" : "hidden / heads") + " = " +
+            str(head_dim()) + ")",
+        kv_channels > 0 ? std::vector<std::string>{"kv_channels"}
+                        : std::vector<std::string>{"hidden", "heads"});
   if (position_embedding == PositionEmbeddingKind::rope &&
       (!(rotary_base > 0.0) || !std::isfinite(rotary_base)))
     add("rotary_base", str(rotary_base), "must be > 0");

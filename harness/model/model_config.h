@@ -116,6 +116,16 @@ struct ModelConfigViolation {
 struct ModelConfig {
   std::int64_t hidden = 64;
   std::int64_t heads = 4;
+  // Grouped-query attention (Megatron's num_query_groups): the key/value heads,
+  // each shared by heads / groups query heads; 0 = heads (no grouping), 1 =
+  // multi-query. query_groups() is the effective count.
+  std::int64_t num_query_groups = 0;
+  // Megatron's kv_channels: the channels of each attention head (query, key,
+  // value); 0 = hidden / heads. linear_proj maps heads * head_dim() to hidden.
+  std::int64_t kv_channels = 0;
+  // Megatron's qk_layernorm: each query and key head normalized over its
+  // channels (the model's norm kind, weights of head_dim()) after the QKV split.
+  bool qk_layernorm = false;
   std::int64_t ffn_hidden = 256;  // per activation half for swiglu (fc1 is 2*ffn wide)
   std::int64_t layers = 2;
   std::int64_t seq = 16;          // global sequence length
@@ -163,7 +173,11 @@ struct ModelConfig {
   // mtp_layers.
   PipelineLayoutConfig pipeline;
 
-  std::int64_t head_dim() const { return hidden / heads; }
+  std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden / heads; }
+  std::int64_t query_groups() const { return num_query_groups > 0 ? num_query_groups : heads; }
+  // linear_qkv's output width: per group its heads / groups queries, its key
+  // and its value (Megatron's layout), (heads + 2 * groups) * head_dim.
+  std::int64_t qkv_width() const { return (heads + 2 * query_groups()) * head_dim(); }
   // `pipeline` with the model's layer and MTP counts: what pipeline_layout.h's
   // functions take.
   PipelineLayoutConfig pipeline_layout() const;

@@ -9,9 +9,12 @@
 #include <cmath>
 
 #include "harness/backend/tp_mappings.h"
+#include "harness/faults/code_path_faults.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/moe_layer.h"
 #include "harness/recompute/checkpoint.h"
+
+PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 
 namespace parity {
 
@@ -126,13 +129,16 @@ std::pair<at::Tensor, at::Tensor> RowParallelLinear::forward(const ModelRuntime&
 
 // ---------------------------------------------------------------- norm
 Norm::Norm(std::string name, const ModelConfig* config, ParameterFactory& params)
+    : Norm(std::move(name), config, params, config->hidden, config->sequence_parallel) {}
+
+Norm::Norm(std::string name, const ModelConfig* config, ParameterFactory& params,
+           std::int64_t width, bool tp_partial)
     : Module(std::move(name), config) {
-  const bool sp = config->sequence_parallel;
-  weight_ = params.make(name_ + ".weight", {config->hidden}, InitKind::ones_plus_noise,
-                        config->init_std, ShardSpec::replicate(), sp);
+  weight_ = params.make(name_ + ".weight", {width}, InitKind::ones_plus_noise, config->init_std,
+                        ShardSpec::replicate(), tp_partial);
   if (config->norm == NormKind::layer_norm) {
-    bias_ = params.make(name_ + ".bias", {config->hidden}, InitKind::normal, config->init_std,
-                        ShardSpec::replicate(), sp);
+    bias_ = params.make(name_ + ".bias", {width}, InitKind::normal, config->init_std,
+                        ShardSpec::replicate(), tp_partial);
   }
 }
 
@@ -146,18 +152,55 @@ at::Tensor Norm::forward(const ModelRuntime& rt, const at::Tensor& x) const {
 // ---------------------------------------------------------------- attention
 SelfAttention::SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params)
     : Module(name, config),
-      linear_qkv_(name + ".linear_qkv", config, params, config->hidden, 3 * config->hidden,
+      linear_qkv_(name + ".linear_qkv", config, params, config->hidden, config->qkv_width(),
                   config->bias_linear, /*gather_output=*/false, config->init_std),
-      linear_proj_(name + ".linear_proj", config, params, config->hidden, config->hidden,
-                   config->bias_linear, scaled_std(*config)) {}
+      linear_proj_(name + ".linear_proj", config, params, config->heads * config->head_dim(),
+                   config->hidden, config->bias_linear, scaled_std(*config)) {
+  if (config->qk_layernorm) {
+    // Shared by every head, each TP rank normalizing its own: partial gradients
+    // (Megatron's finalize_model_grads all-reduces q_layernorm / k_layernorm over TP).
+    q_layernorm_.emplace(name + ".q_layernorm", config, params, config->head_dim(), true);
+    k_layernorm_.emplace(name + ".k_layernorm", config, params, config->head_dim(), true);
+  }
+}
 
 std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
                                                          const at::Tensor& x,
                                                          const at::Tensor& positions) const {
   const std::int64_t hn = config_->head_dim();
-  at::Tensor mixed = linear_qkv_.forward(rt, x);  // [s, b, np_local * 3 * hn]
-  // Megatron's layout: per head [q k v], heads contiguous -> heads split over TP.
-  std::vector<at::Tensor> qkv = rt.backend->split_qkv(mixed, hn);
+  // [s, b, ng_local * (np/ng + 2) * hn]: Megatron's layout, per query group its
+  // queries, key and value, groups contiguous -> groups split over TP.
+  at::Tensor mixed = linear_qkv_.forward(rt, x);
+  const std::int64_t groups = config_->query_groups();
+  const std::int64_t tp = rt.parallel.tp_size(), tp_rank = rt.parallel.tp_rank();
+  // Fewer groups than TP ranks (Megatron's get_query_key_value_tensors): each
+  // rank's rows cut through the groups, so the ranks all-gather the whole
+  // projection, keep the group of ranks [g * tp/ng, (g+1) * tp/ng) and, of its
+  // queries, this rank's heads / tp.
+  const bool groups_replicated = groups < tp;
+  at::Tensor all_groups;
+  const std::int64_t width = mixed.size(-1) * tp / groups;  // one group's columns
+  if (groups_replicated) {
+    all_groups = all_gather_last_dim_from_tensor_parallel_region(mixed, rt.parallel.tp);
+    mixed = all_groups.narrow(-1, tp_rank / (tp / groups) * width, width);
+  }
+  std::vector<at::Tensor> qkv =
+      rt.backend->split_qkv(mixed, hn, groups_replicated ? 1 : groups / tp);
+  if (groups_replicated) {
+    const std::int64_t heads_here = config_->heads / tp;
+    qkv[0] = qkv[0].narrow(2, tp_rank % (tp / groups) * heads_here, heads_here);
+    if (fault_active(fault_gqa_kv_heads_split_wrong)) {
+      // Fault gqa-kv-heads-split-wrong: the key and value of group r mod G.
+      const std::vector<at::Tensor> other =
+          rt.backend->split_qkv(all_groups.narrow(-1, tp_rank % groups * width, width), hn, 1);
+      qkv[1] = other[1];
+      qkv[2] = other[2];
+    }
+  }
+  if (q_layernorm_) {  // per head, before the rotary embedding (Megatron's order)
+    qkv[0] = q_layernorm_->forward(rt, qkv[0]);
+    qkv[1] = k_layernorm_->forward(rt, qkv[1]);
+  }
   if (config_->position_embedding == PositionEmbeddingKind::rope) {
     // Before the CP gather, with this rank's global positions (Megatron's
     // rotary_pos_emb for this CP rank's chunks).
@@ -167,7 +210,8 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {
     // Every CP rank's queries see the keys/values of the whole sequence: all-gather
-    // them (backward: reduce-scatter the gradients), with their global positions.
+    // them (backward: reduce-scatter the gradients), with their global positions;
+    // the key/value heads only, one per local group.
     Communicator* cp = rt.parallel.cp;
     const std::vector<at::Tensor> kv = rt.backend->gather_context_parallel_kv(k, v, *cp);
     k = kv[0];
@@ -179,8 +223,12 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   const SelfAttention* self = this;
   CheckpointFn core = [self, rt, positions, k_positions,
                        scale](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
-    at::Tensor context =
-        rt.backend->causal_attention(in[0], in[1], in[2], positions, k_positions, scale);
+    // Each key/value head serves its group's query heads (Megatron's
+    // DotProductAttention repeats them inside the core attention).
+    const std::int64_t per_group = in[0].size(2) / in[1].size(2);
+    const at::Tensor k = per_group > 1 ? in[1].repeat_interleave(per_group, 2) : in[1];
+    const at::Tensor v = per_group > 1 ? in[2].repeat_interleave(per_group, 2) : in[2];
+    at::Tensor context = rt.backend->causal_attention(in[0], k, v, positions, k_positions, scale);
     // Parity probe: the core-attention output, heads (last dim) split over TP.
     observe_tensor(*self, "attention_context", SourceKind::attention_context, context,
                    /*tp_shard_dim=*/-1, /*sequence_dim=*/0, /*batch_dim=*/1);

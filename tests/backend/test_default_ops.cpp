@@ -12,12 +12,35 @@ TEST(BackendDefaultOps, SplitQkvFollowsMegatronsPerHeadLayout) {
   auto backend = make_backend("reference");
   const std::int64_t s = 3, b = 2, np = 2, hn = 4;
   const at::Tensor mixed = at::arange(s * b * np * 3 * hn, at::kDouble).view({s, b, np * 3 * hn});
-  const std::vector<at::Tensor> qkv = backend->split_qkv(mixed, hn);
+  const std::vector<at::Tensor> qkv = backend->split_qkv(mixed, hn, np);
   ASSERT_EQ(qkv.size(), 3u);
   const at::Tensor heads = mixed.view({s, b, np, 3 * hn});
   for (std::int64_t i = 0; i < 3; ++i) {
     EXPECT_EQ(qkv[static_cast<size_t>(i)].sizes(), (std::vector<std::int64_t>{s, b, np, hn}));
     EXPECT_TRUE(at::equal(qkv[static_cast<size_t>(i)], heads.slice(-1, i * hn, (i + 1) * hn)));
+  }
+}
+
+// Grouped-query attention: per group g its queries q(g*r) .. q(g*r+r-1), then
+// k(g), then v(g) (Megatron's get_query_key_value_tensors), r = np / ng.
+TEST(BackendDefaultOps, SplitQkvFollowsMegatronsGroupedLayout) {
+  auto backend = make_backend("reference");
+  const std::int64_t s = 2, b = 3, np = 6, ng = 2, r = np / ng, hn = 2;
+  const at::Tensor mixed =
+      at::arange(s * b * (np + 2 * ng) * hn, at::kDouble).view({s, b, (np + 2 * ng) * hn});
+  const std::vector<at::Tensor> qkv = backend->split_qkv(mixed, hn, ng);
+  ASSERT_EQ(qkv.size(), 3u);
+  EXPECT_EQ(qkv[0].sizes(), (std::vector<std::int64_t>{s, b, np, hn}));
+  EXPECT_EQ(qkv[1].sizes(), (std::vector<std::int64_t>{s, b, ng, hn}));
+  EXPECT_EQ(qkv[2].sizes(), (std::vector<std::int64_t>{s, b, ng, hn}));
+  // Column offsets of each head's hn values in the mixed tensor's last dim.
+  auto columns = [&](std::int64_t start) { return mixed.slice(-1, start, start + hn); };
+  for (std::int64_t g = 0; g < ng; ++g) {
+    const std::int64_t base = g * (r + 2) * hn;
+    for (std::int64_t j = 0; j < r; ++j)
+      EXPECT_TRUE(at::equal(qkv[0].select(2, g * r + j), columns(base + j * hn))) << g << " " << j;
+    EXPECT_TRUE(at::equal(qkv[1].select(2, g), columns(base + r * hn))) << g;
+    EXPECT_TRUE(at::equal(qkv[2].select(2, g), columns(base + (r + 1) * hn))) << g;
   }
 }
 

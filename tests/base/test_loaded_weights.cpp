@@ -120,6 +120,89 @@ TEST(LoadedWeights, MissingExtraAndMisShapedKeysAreEachNamedWithBothShapes) {
             "output_layer.bias: in the file (shape [20]) but the model has no such parameter");
 }
 
+// A grouped-query checkpoint (linear_qkv (heads + 2 groups) * head_dim rows)
+// loads into the model with those groups, unsharded or from per-rank files
+// whose rows cut through a group (1 group over 2 ranks); into a model without
+// groups each linear_qkv is named with both shapes and the option.
+TEST(LoadedWeights, AGroupedQueryCheckpointLoadsAndAMismatchNamesTheOption) {
+  files::TempDir dir;
+  auto backend = make_backend("reference");
+  ModelConfig mqa = config(1);
+  mqa.num_query_groups = 1;
+  GPTModel a(mqa, *backend, ParallelContext::single());
+  const std::string path = dir.path() + "/w.safetensors";
+  safetensors::write_file(path, full_weights(a));
+  ModelConfig other_seed = mqa;
+  other_seed.seed = 2;
+  LoadedWeights loaded(path);
+  GPTModel b(other_seed, *backend, ParallelContext::single(), &loaded);
+  EXPECT_TRUE(at::equal(logits_of(a), logits_of(b)));
+
+  const std::string base = dir.path() + "/ranks.safetensors";
+  for (int r = 0; r < 2; ++r) {
+    NamedTensors shard;
+    for (const Parameter& p : a.parameters())
+      shard.emplace_back(p.name, shard_of(p.value.detach(), p.shard, r, 2));
+    safetensors::write_file(base + ".tp" + std::to_string(r), shard);
+  }
+  const at::Tensor rank1 = *safetensors::read_file(base + ".tp1")
+                                .find("decoder.layers.0.self_attention.linear_qkv.weight");
+  EXPECT_EQ(rank1.size(0), 12);  // (4 + 2) * 4 rows over 2 ranks
+  LoadedWeights per_rank(base);
+  GPTModel c(other_seed, *backend, ParallelContext::single(), &per_rank);
+  EXPECT_TRUE(at::equal(logits_of(a), logits_of(c)));
+
+  const std::vector<std::string> p = problems_of(path, config(1));
+  ASSERT_EQ(p.size(), 4u);  // weight and bias of both layers
+  EXPECT_EQ(p[0],
+            "decoder.layers.0.self_attention.linear_qkv.weight: the file has shape [24, 16], the "
+            "model expects [48, 16] (linear_qkv has (heads + 2 * num_query_groups) * head_dim "
+            "rows: does the model use --num-query-groups or --kv-channels?)");
+  EXPECT_EQ(p[1],
+            "decoder.layers.0.self_attention.linear_qkv.bias: the file has shape [24], the model "
+            "expects [48] (linear_qkv has (heads + 2 * num_query_groups) * head_dim rows: does "
+            "the model use --num-query-groups or --kv-channels?)");
+}
+
+// A checkpoint with another head dimension (--kv-channels) and q/k norms
+// (--qk-layernorm): each tensor that does not fit names the option.
+TEST(LoadedWeights, KvChannelsAndQkNormMismatchesNameTheirOptions) {
+  files::TempDir dir;
+  auto backend = make_backend("reference");
+  ModelConfig wide_heads = config(1);
+  wide_heads.kv_channels = 6;
+  wide_heads.qk_layernorm = true;
+  GPTModel a(wide_heads, *backend, ParallelContext::single());
+  const std::string path = dir.path() + "/w.safetensors";
+  safetensors::write_file(path, full_weights(a));
+  LoadedWeights loaded(path);
+  GPTModel b(wide_heads, *backend, ParallelContext::single(), &loaded);
+  EXPECT_TRUE(at::equal(logits_of(a), logits_of(b)));
+
+  auto problem_of = [](const std::vector<std::string>& problems, const std::string& start) {
+    for (const std::string& p : problems)
+      if (p.rfind(start, 0) == 0) return p;
+    return std::string("(none starts with " + start + ")");
+  };
+  const std::string L = "decoder.layers.0.self_attention.";
+  const std::vector<std::string> plain = problems_of(path, config(1));
+  EXPECT_EQ(problem_of(plain, L + "linear_qkv.weight"),
+            L + "linear_qkv.weight: the file has shape [72, 16], the model expects [48, 16] "
+                "(linear_qkv has (heads + 2 * num_query_groups) * head_dim rows: does the model "
+                "use --num-query-groups or --kv-channels?)");
+  EXPECT_EQ(problem_of(plain, L + "linear_proj.weight"),
+            L + "linear_proj.weight: the file has shape [16, 24], the model expects [16, 16] "
+                "(linear_proj takes heads * head_dim inputs: does the model use --kv-channels?)");
+  EXPECT_EQ(problem_of(plain, L + "q_layernorm.weight"),
+            L + "q_layernorm.weight: in the file (shape [6]) but the model has no such parameter "
+                "(does the model use --qk-layernorm?)");
+  ModelConfig qk_only = config(1);
+  qk_only.qk_layernorm = true;
+  EXPECT_EQ(problem_of(problems_of(path, qk_only), L + "k_layernorm.bias"),
+            L + "k_layernorm.bias: the file has shape [6], the model expects [4] (the q/k norms "
+                "have head_dim weights: does the model use --kv-channels?)");
+}
+
 TEST(LoadedWeights, IntegerTensorsAndAmbiguousFilesAreRejected) {
   files::TempDir dir;
   auto backend = make_backend("reference");

@@ -59,6 +59,11 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "96",
                                  "--heads",
                                  "6",
+                                 "--num-query-groups",
+                                 "2",
+                                 "--kv-channels",
+                                 "12",
+                                 "--qk-layernorm",
                                  "--ffn-hidden",
                                  "128",
                                  "--layers",
@@ -156,6 +161,9 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_TRUE(c.check_collectives);
   EXPECT_EQ(c.hidden, 96);
   EXPECT_EQ(c.heads, 6);
+  EXPECT_EQ(c.num_query_groups, 2);
+  EXPECT_EQ(c.kv_channels, 12);
+  EXPECT_TRUE(c.qk_layernorm);
   EXPECT_EQ(c.ffn_hidden, 128);
   EXPECT_EQ(c.layers, 5);
   EXPECT_EQ(c.seq, 32);
@@ -336,10 +344,10 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
     EXPECT_EQ(f.get(p.config), false) << off;
   }
-  // sp, pp-account-embedding, pp-account-loss, check-collectives, fp32-residual, untie,
-  // bias-linear, gather-output, distributed-optimizer, moe-seq-aux-loss, moe-per-layer-logging,
-  // mtp-repeated-layer, observe-wgrad
-  EXPECT_EQ(booleans, 13);
+  // sp, check-collectives, fp32-residual, untie, bias-linear, qk-layernorm, gather-output,
+  // distributed-optimizer, moe-seq-aux-loss, moe-per-layer-logging, mtp-repeated-layer,
+  // observe-wgrad, pp-account-embedding, pp-account-loss
+  EXPECT_EQ(booleans, 14);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -449,6 +457,9 @@ std::vector<BadValue> bad_values() {
       {"--check-collectives", {"--check-collectives=maybe"}},
       one("hidden", "0"),
       one("heads", "-1"),
+      one("num-query-groups", "3"),  // must divide heads (4)
+      one("kv-channels", "-2"),
+      {"--qk-layernorm", {"--qk-layernorm=maybe"}},
       one("ffn-hidden", "0"),
       one("layers", "0"),
       one("seq", "0"),

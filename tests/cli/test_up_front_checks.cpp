@@ -109,6 +109,21 @@ TEST(UpFrontChecks, AModelThatCannotFitIsRefusedNamingTheEstimateAndTheLimit) {
   RunConfig sharded = wide;
   sharded.tp = 4;
   EXPECT_LT(estimate_rank_memory(sharded).parameters, estimate_rank_memory(wide).parameters / 3.9);
+  // Grouped-query attention shrinks linear_qkv: with 8 groups of 32 heads its
+  // keys and values are 2 * 8/32 h wide instead of 2 h, 1.5 h^2 fewer weights
+  // (and gradients) per layer.
+  RunConfig grouped = wide;
+  grouped.num_query_groups = 8;
+  const double saved = 2 * 4 * 1.5 * 4096.0 * 4096.0 * wide.layers;  // 2 x fp32 bytes x ...
+  EXPECT_DOUBLE_EQ(estimate_rank_memory(wide).parameters - estimate_rank_memory(grouped).parameters,
+                   saved);
+  // Twice the head dimension (--kv-channels 256, not 4096 / 32) doubles both
+  // attention weights: 4 h^2 more per layer.
+  RunConfig wider_heads = wide;
+  wider_heads.kv_channels = 256;
+  EXPECT_DOUBLE_EQ(
+      estimate_rank_memory(wider_heads).parameters - estimate_rank_memory(wide).parameters,
+      2 * 4 * 4 * 4096.0 * 4096.0 * wide.layers);
 
   std::string out, err;
   EXPECT_EQ(run_parity({"run", "--hidden", "1000000", "--ffn-hidden", "4000000"}, &out, &err),

@@ -119,6 +119,81 @@ TEST(RunConfigValidation, TensorParallelDivisibilityNamesWhich) {
   EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"tp"});
 }
 
+// Grouped-query attention: groups divide heads, and (Megatron's
+// TransformerConfig) are a multiple or a divisor of tp; with fewer groups than
+// TP ranks linear_qkv's rows still split evenly over TP.
+TEST(RunConfigValidation, QueryGroupsFollowMegatronsRules) {
+  RunConfig c;
+  for (int groups : {0, 1, 2, 4}) {
+    c.num_query_groups = groups;
+    EXPECT_TRUE(validate_run_config(c).empty()) << groups;
+  }
+  for (int groups : {3, 8}) {
+    c.num_query_groups = groups;
+    expect_only(c, "--num-query-groups " + std::to_string(groups) +
+                       ": must divide heads (4): each group shares its key and value with heads / "
+                       "num_query_groups query heads");
+    EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"heads"});
+  }
+  c.num_query_groups = -1;
+  expect_only(c, "--num-query-groups -1: must be >= 1 (0 = heads: one group per head)");
+  // heads 12, groups 3 over tp 2: neither a multiple nor a divisor.
+  c = {};
+  c.hidden = 48;
+  c.heads = 12;
+  c.num_query_groups = 3;
+  c.tp = 2;
+  expect_only(c,
+              "--num-query-groups 3: must be a multiple or divisor of tp (2) (Megatron: "
+              "\"num_query_groups must be a multiple or divisor of tensor_model_parallel_size\")");
+  EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"tp"});
+  c.num_query_groups = 6;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  // Fewer groups than ranks (Megatron all-gathers the projection): allowed
+  // while (heads + 2 groups) * head_dim splits over tp.
+  c = {};
+  c.tp = 4;
+  c.num_query_groups = 1;  // (4 + 2) * 16 = 96 rows over 4 ranks
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.hidden = 12;  // head_dim 3: (4 + 2) * 3 = 18 rows
+  c.ffn_hidden = 16;
+  expect_only(c,
+              "--num-query-groups 1: linear_qkv's width (heads + 2 * num_query_groups) * "
+              "head_dim = 18 is not divisible by tp (4) (Megatron's ColumnParallelLinear splits "
+              "it evenly over TP)");
+  c.num_query_groups = 2;  // (4 + 4) * 3 = 24
+  EXPECT_TRUE(validate_run_config(c).empty());
+}
+
+// --kv-channels sets the head dimension: hidden need not divide by heads, and
+// the rules that read the head dimension (rope, the QKV width) read it.
+TEST(RunConfigValidation, KvChannelsSetTheHeadDimension) {
+  RunConfig c;
+  c.hidden = 66;
+  c.kv_channels = 16;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.kv_channels = 0;
+  expect_only(c, "--hidden 66: must be divisible by heads (4)");
+  c = {};
+  c.kv_channels = -1;
+  expect_only(c, "--kv-channels -1: must be >= 1 (0 = hidden / heads)");
+  c = {};
+  c.position_embedding = PositionEmbeddingOption::rope;
+  c.kv_channels = 5;
+  expect_only(c,
+              "--position-embedding rope: rotary embeddings need an even head dimension "
+              "(kv_channels = 5)");
+  EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"kv-channels"});
+  c = {};
+  c.tp = 4;
+  c.num_query_groups = 1;
+  c.kv_channels = 3;  // (4 + 2) * 3 = 18 rows over 4 ranks
+  expect_only(c,
+              "--num-query-groups 1: linear_qkv's width (heads + 2 * num_query_groups) * "
+              "head_dim = 18 is not divisible by tp (4) (Megatron's ColumnParallelLinear splits "
+              "it evenly over TP)");
+}
+
 TEST(RunConfigValidation, SequenceParallelNeedsTensorParallel) {
   RunConfig c;
   c.sp = true;
@@ -471,7 +546,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 34);
+  EXPECT_EQ(ranged, 36);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {
@@ -614,6 +689,9 @@ RunConfig unusual() {
   c.check_collectives = true;
   c.hidden = 96;
   c.heads = 6;
+  c.num_query_groups = 2;
+  c.kv_channels = 12;
+  c.qk_layernorm = true;
   c.ffn_hidden = 128;
   c.layers = 5;
   c.seq = 32;
@@ -708,6 +786,9 @@ TEST(ModelMapping, EveryModelFieldIsMapped) {
   const ModelConfig m = model_config_from(c);
   EXPECT_EQ(m.hidden, 96);
   EXPECT_EQ(m.heads, 6);
+  EXPECT_EQ(m.num_query_groups, 2);
+  EXPECT_EQ(m.kv_channels, 12);
+  EXPECT_TRUE(m.qk_layernorm);
   EXPECT_EQ(m.ffn_hidden, 128);
   EXPECT_EQ(m.layers, 5);
   EXPECT_EQ(m.seq, 32);
@@ -729,6 +810,9 @@ TEST(ModelMapping, EveryModelFieldIsMapped) {
   EXPECT_FALSE(d.sequence_parallel);
   EXPECT_FALSE(d.gather_output);
   EXPECT_FALSE(d.runtime_gather_output.has_value());
+  EXPECT_EQ(d.query_groups(), d.heads);
+  EXPECT_EQ(d.head_dim(), 64 / 4);
+  EXPECT_FALSE(d.qk_layernorm);
 }
 
 // validate_run_config is the one rule set: every config it accepts maps onto a
@@ -742,25 +826,27 @@ TEST(ModelMapping, EveryValidRunConfigIsAValidModelConfig) {
       for (int dp : {1, 2})
         for (bool sp : {false, true})
           for (int heads : {1, 2, 3, 4, 6})
-            for (int hidden : {12, 16, 24, 36})
-              for (int ffn : {6, 8, 12})
-                for (int vocab : {12, 20})
-                  for (int seq : {4, 6, 8, 12, 16, 24}) {
-                    RunConfig c;
-                    c.tp = tp, c.cp = cp, c.dp = dp, c.sp = sp, c.heads = heads;
-                    c.hidden = hidden, c.ffn_hidden = ffn, c.vocab = vocab, c.seq = seq;
-                    if (!validate_run_config(c).empty()) {
-                      ++rejected;
-                      continue;
+            for (int groups : {0, 1, 2, 3})
+              for (int hidden : {12, 16, 24, 36})
+                for (int ffn : {6, 8, 12})
+                  for (int vocab : {12, 20})
+                    for (int seq : {4, 6, 8, 12, 16, 24}) {
+                      RunConfig c;
+                      c.tp = tp, c.cp = cp, c.dp = dp, c.sp = sp, c.heads = heads;
+                      c.num_query_groups = groups;
+                      c.hidden = hidden, c.ffn_hidden = ffn, c.vocab = vocab, c.seq = seq;
+                      if (!validate_run_config(c).empty()) {
+                        ++rejected;
+                        continue;
+                      }
+                      ++accepted;
+                      try {
+                        model_config_from(c).validate(tp, cp, dp);
+                      } catch (const ModelConfigError& e) {
+                        ADD_FAILURE()
+                            << "validate_run_config accepted what the model rejects: " << e.what();
+                      }
                     }
-                    ++accepted;
-                    try {
-                      model_config_from(c).validate(tp, cp, dp);
-                    } catch (const ModelConfigError& e) {
-                      ADD_FAILURE() << "validate_run_config accepted what the model rejects: "
-                                    << e.what();
-                    }
-                  }
   EXPECT_GT(accepted, 100);
   EXPECT_GT(rejected, 100);
 }

@@ -198,11 +198,21 @@ TEST(MegatronTraceDiff, MtpLogitsMatchMegatronsAndFindAPerturbedDepth) {
       "mtp.layers.1.eh_proj.weight", "output_layer.mtp_logits.1");
 }
 
+// The grouped-query fixture (4 heads, 2 groups, rope): parity's trace equals
+// Megatron's; a changed attention projection weight of layer 1 shows first in
+// layer 1 (one query weight changed by 1% moves the scores below the tolerance).
+TEST(MegatronTraceDiff, GroupedQueryAttentionMatchesMegatronsTraceAndFindsAPerturbedWeight) {
+  expect_trace_matches_and_finds_a_perturbed_weight(
+      "gqa", "residual_accumulator,residual_contribution,output_logits",
+      "decoder.layers.1.self_attention.linear_proj.weight", "decoder.layers.1.");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryLayout, MegatronConformance,
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
-                          std::string("mtp"), std::string("moe")),
+                          std::string("mtp"), std::string("moe"), std::string("gqa"),
+                          std::string("mqa"), std::string("qknorm")),
         ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
                           Layout{"tp2_sp", {"--tp", "2", "--sp", "--dp", "1"}},
                           Layout{"cp2", {"--cp", "2", "--dp", "1"}}, Layout{"dp2", {"--dp", "2"}},
@@ -217,6 +227,20 @@ INSTANTIATE_TEST_SUITE_P(
                                          Layout{"tp2_sp_cp2_ep2",
                                                 {"--tp", "2", "--sp", "--cp", "2", "--dp", "1",
                                                  "--ep", "2"}})),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
+
+// Grouped-query attention with fewer query groups than TP ranks (gqa and
+// qknorm: 2 groups, mqa: 1, over TP 4): the ranks all-gather the QKV projection
+// and keep their group, as Megatron does; with selective core_attn recompute and
+// per-layer graphs.
+INSTANTIATE_TEST_SUITE_P(
+    FewerQueryGroupsThanTpRanks, MegatronConformance,
+    ::testing::Combine(
+        ::testing::Values(std::string("gqa"), std::string("mqa"), std::string("qknorm")),
+        ::testing::Values(Layout{"tp4_sp_cp2", {"--tp", "4", "--sp", "--cp", "2", "--dp", "1"}},
+                          Layout{"tp4_dp2_recompute_graphs",
+                                 {"--tp", "4", "--dp", "2", "--recompute", "selective:core_attn",
+                                  "--graphs", "per-layer"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 }  // namespace

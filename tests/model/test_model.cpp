@@ -1,6 +1,5 @@
-// The model at one rank: config validation, deterministic init, the gather
-// precedence helper, fp64 numerics against an independent plain implementation
-// and against finite differences, and the observation sites.
+// The model at one rank: deterministic init, the gather precedence helper, fp64 numerics against an
+// independent plain implementation and against finite differences, and the observation sites.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -47,63 +46,6 @@ ModelConfig small_config() {
 }
 
 at::Tensor positions(std::int64_t s) { return at::arange(s, at::kLong); }
-
-// ------------------------------------------------------------------ config
-TEST(ModelConfigValidation, NamesFieldValueAndRule) {
-  ModelConfig c;
-  c.heads = 6;
-  c.hidden = 48;
-  c.ffn_hidden = 64;
-  c.vocab = 128;
-  try {
-    c.validate(4, 1, 1);
-    FAIL();
-  } catch (const ModelConfigError& e) {
-    EXPECT_EQ(e.field(), "heads");
-    EXPECT_STREQ(e.what(), "model config: heads = 6: must be divisible by tp (4)");
-  }
-  auto field_of = [](ModelConfig c, int tp, int cp, int dp) -> std::string {
-    try {
-      c.validate(tp, cp, dp);
-    } catch (const ModelConfigError& e) {
-      return e.field();
-    }
-    return "";
-  };
-  ModelConfig ok;
-  EXPECT_EQ(field_of(ok, 1, 1, 1), "");
-  EXPECT_EQ(field_of(ok, 4, 2, 2), "");
-  ModelConfig v = ok;
-  v.vocab = 130;
-  EXPECT_EQ(field_of(v, 4, 1, 1), "vocab");
-  v = ok;
-  v.ffn_hidden = 250;
-  EXPECT_EQ(field_of(v, 4, 1, 1), "ffn_hidden");
-  v = ok;
-  v.sequence_parallel = true;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "sequence_parallel");
-  EXPECT_EQ(field_of(v, 2, 1, 1), "");
-  v = ok;
-  v.seq = 12;
-  EXPECT_EQ(field_of(v, 1, 4, 1), "seq");  // 2*cp = 8
-  v.seq = 10;
-  v.sequence_parallel = true;
-  EXPECT_EQ(field_of(v, 4, 1, 1), "seq");  // 10 % 4
-  v = ok;
-  v.dropout = 1.0;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "dropout");
-  v = ok;
-  v.hidden = 12;
-  v.heads = 4;  // head_dim 3: rotate-half needs pairs
-  EXPECT_EQ(field_of(v, 1, 1, 1), "");
-  v.position_embedding = PositionEmbeddingKind::rope;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "position_embedding");
-  v.hidden = 16;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "");
-  v = ok;
-  v.hidden = 66;
-  EXPECT_EQ(field_of(v, 1, 1, 1), "hidden");
-}
 
 // ------------------------------------------------------------------ init
 TEST(DeterministicInit, DependsOnlyOnSeedAndName) {
@@ -181,7 +123,7 @@ struct PlainGpt {
   }
   at::Tensor norm(const std::string& n, const at::Tensor& x) const {
     if (c.norm == NormKind::layer_norm) {
-      return at::layer_norm(x, {c.hidden}, p.at(n + ".weight"), p.at(n + ".bias"), c.norm_eps);
+      return at::layer_norm(x, {x.size(-1)}, p.at(n + ".weight"), p.at(n + ".bias"), c.norm_eps);
     }
     return x * at::rsqrt(x.pow(2).mean({-1}, true) + c.norm_eps) * p.at(n + ".weight");
   }
@@ -211,6 +153,7 @@ struct PlainGpt {
   }
   at::Tensor logits(const at::Tensor& tokens) const {
     const std::int64_t s = tokens.size(0), b = tokens.size(1), np = c.heads, hn = c.head_dim();
+    const std::int64_t ng = c.num_query_groups > 0 ? c.num_query_groups : np, r = np / ng;
     at::Tensor h = at::embedding(p.at("embedding.word_embeddings.weight"), tokens);
     if (c.position_embedding == PositionEmbeddingKind::learned)
       h = h + p.at("embedding.position_embeddings.weight").slice(0, 0, s).unsqueeze(1);
@@ -218,19 +161,31 @@ struct PlainGpt {
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const std::string L = "decoder.layers." + std::to_string(l);
       at::Tensor x = norm(L + ".input_layernorm", h);
+      // Per query group: its r = np / ng query heads, then its key, then its value.
       at::Tensor qkv = at::linear(x, p.at(L + ".self_attention.linear_qkv.weight"),
                                   bias(L + ".self_attention.linear_qkv"))
-                           .view({s, b, np, 3, hn});
-      at::Tensor q = qkv.select(3, 0).permute({1, 2, 0, 3});  // [b, np, s, hn]
-      at::Tensor k = qkv.select(3, 1).permute({1, 2, 0, 3});
-      at::Tensor v = qkv.select(3, 2).permute({1, 2, 0, 3});
+                           .view({s, b, ng, r + 2, hn});
+      at::Tensor q = qkv.slice(3, 0, r).reshape({s, b, np, hn});
+      at::Tensor k = qkv.select(3, r);  // [s, b, ng, hn]
+      if (c.qk_layernorm) {             // each head over its hn channels
+        q = norm(L + ".self_attention.q_layernorm", q);
+        k = norm(L + ".self_attention.k_layernorm", k);
+      }
+      q = q.permute({1, 2, 0, 3});  // [b, np, s, hn]
+      k = k.permute({1, 2, 0, 3});  // [b, ng, s, hn]
+      at::Tensor v = qkv.select(3, r + 1).permute({1, 2, 0, 3});
       if (c.position_embedding == PositionEmbeddingKind::rope) {
         q = rotate(q);
         k = rotate(k);
       }
-      at::Tensor scores = at::matmul(q, k.transpose(2, 3)) / std::sqrt(double(hn));
-      at::Tensor probs = at::softmax(scores.masked_fill(causal, -INFINITY), -1);
-      at::Tensor ctx = at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
+      // Head by head: query head i attends with its group i / r's key and value.
+      std::vector<at::Tensor> heads;
+      for (std::int64_t i = 0; i < np; ++i) {
+        const at::Tensor ki = k.select(1, i / r), vi = v.select(1, i / r);  // [b, s, hn]
+        at::Tensor scores = at::matmul(q.select(1, i), ki.transpose(1, 2)) / std::sqrt(double(hn));
+        heads.push_back(at::matmul(at::softmax(scores.masked_fill(causal, -INFINITY), -1), vi));
+      }
+      at::Tensor ctx = at::stack(heads, 1).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
       h = h + at::linear(ctx, p.at(L + ".self_attention.linear_proj.weight"),
                          bias(L + ".self_attention.linear_proj"));
       x = norm(L + ".pre_mlp_layernorm", h);
@@ -270,12 +225,20 @@ struct Variant {
   PositionEmbeddingKind position = PositionEmbeddingKind::learned;
   bool untie = true;
   bool bias = true;
+  std::int64_t heads = 0;   // 0: the config's
+  std::int64_t groups = 0;  // query groups; 0: one per head
+  std::int64_t kv_channels = 0;
+  bool qk_layernorm = false;
   void apply(ModelConfig& c) const {
     c.norm = norm;
     c.activation = act;
     c.position_embedding = position;
     c.untie_embeddings = untie;
     c.bias_linear = bias;
+    if (heads > 0) c.heads = heads;
+    c.num_query_groups = groups;
+    c.kv_channels = kv_channels;
+    c.qk_layernorm = qk_layernorm;
   }
 };
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
@@ -284,15 +247,28 @@ std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   if (v.position == PositionEmbeddingKind::rope) name += "_rope";
   if (!v.untie) name += "_tied";
   if (!v.bias) name += "_nobias";
+  if (v.groups > 0)
+    name += "_heads" + std::to_string(v.heads) + "_groups" + std::to_string(v.groups);
+  if (v.kv_channels > 0) name += "_kv" + std::to_string(v.kv_channels);
+  if (v.qk_layernorm) name += "_qknorm";
   return name;
 }
 void PrintTo(const Variant& v, std::ostream* os) { *os << variant_name({v, 0}); }
 // Both norms and both activations, paired (each kind once); then Megatron's
-// other options (rotary positions, tied embeddings, no linear biases) together.
+// other options (rotary positions, tied embeddings, no linear biases) together;
+// then the attention options: 2 groups of 2 heads with rotary positions, a
+// head dimension of 6 (kv_channels) and RMSNorm q/k norms; multi-query (one
+// group of 4) with LayerNorm q/k norms. (Rotary positions with both: without
+// them the key norm's bias adds the same score to every key, and its gradient
+// is zero up to rounding.)
 const Variant kVariants[] = {
     {NormKind::layer_norm, ActivationKind::gelu},
     {NormKind::rms_norm, ActivationKind::swiglu},
-    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, false, false}};
+    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, false, false},
+    {NormKind::rms_norm, ActivationKind::swiglu, PositionEmbeddingKind::rope, true, true, 4, 2, 6,
+     true},
+    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, true, false, 4, 1, 0,
+     true}};
 class ModelVsPlain : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {
@@ -363,9 +339,11 @@ TEST_P(ModelFiniteDifferences, OneTransformerLayerInputAndParameters) {
   at::Tensor x = testing::random_leaf({c.seq, c.micro_batch, c.hidden}, 5);
   std::vector<at::Tensor> leaves{x};
   for (Parameter& p : factory.parameters()) leaves.push_back(p.value);
-  // Norms: weight (+ bias for layernorm) each; four linears: weight (+ bias).
+  // Norms (two, four with the q/k norms): weight (+ bias for layernorm) each;
+  // four linears: weight (+ bias).
+  const std::size_t norms = c.qk_layernorm ? 4 : 2;
   EXPECT_EQ(factory.parameters().size(),
-            (c.norm == NormKind::layer_norm ? 4u : 2u) + (c.bias_linear ? 8u : 4u));
+            norms * (c.norm == NormKind::layer_norm ? 2u : 1u) + (c.bias_linear ? 8u : 4u));
   // Global positions of a CP rank's two chunks (not contiguous), for rope.
   const at::Tensor pos = at::tensor({1, 2, 9, 10}, at::kLong).slice(0, 0, c.seq);
   EXPECT_TRUE(check_gradients([&] { return weighted_sum(layer.forward(rt, x, pos)); }, leaves));

@@ -145,17 +145,18 @@ void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
 
 class ShardedModel : public ::testing::TestWithParam<Case> {};
 
-TEST_P(ShardedModel, EqualsTheSingleRankRunInFp64) {
-  const Case k = GetParam();
+// The model `c` sharded over tp x cp x dp (SP as c says) against the same
+// model on one rank over the same global batch: loss, every gradient, the
+// logits and every observation.
+void expect_sharded_run_equals_single_rank_run(const ModelConfig& c, int tp, int cp, int dp) {
   at::set_num_threads(1);  // thread ranks on a few cores
   constexpr std::int64_t kMicrobatches = 2;
-  const ModelConfig c = parallel_config(k.sp, k.act, k.norm);
   ModelConfig single_cfg = c;
   single_cfg.sequence_parallel = false;
   // The single rank runs the whole global batch: dp * microbatches microbatches.
-  const RankResult single = run_model(single_cfg, ParallelContext::single(), k.dp * kMicrobatches);
+  const RankResult single = run_model(single_cfg, ParallelContext::single(), dp * kMicrobatches);
   const auto sharded = testing::run_model_ranks(
-      ParallelTopology(k.tp, k.cp, k.dp),
+      ParallelTopology(tp, cp, dp),
       [&](ParallelContext par) { return run_model(c, par, kMicrobatches); });
   ASSERT_EQ(sharded.report(), "");
   const std::vector<RankResult>& ranks = sharded.results;
@@ -192,7 +193,8 @@ TEST_P(ShardedModel, EqualsTheSingleRankRunInFp64) {
         switch (o.kind) {
           case SourceKind::attention_context:
           case SourceKind::output_logits: expect_tp = -1; break;
-          default: expect_tp = k.sp ? OptionalDim(0) : std::nullopt;
+          default:
+            expect_tp = c.sequence_parallel ? OptionalDim(0) : std::nullopt;
         }
         EXPECT_EQ(o.tp, expect_tp);
         const at::Tensor expect = rows(so.tensor);
@@ -202,13 +204,18 @@ TEST_P(ShardedModel, EqualsTheSingleRankRunInFp64) {
         const auto& local = mb.local_shapes[i];
         if (o.tp.has_value()) {
           const std::int64_t d = *o.tp < 0 ? *o.tp + expect.dim() : *o.tp;
-          EXPECT_EQ(local[d] * k.tp, expect.size(d));
+          EXPECT_EQ(local[d] * tp, expect.size(d));
         } else {
           EXPECT_EQ(local, expect.sizes().vec());
         }
       }
     }
   }
+}
+
+TEST_P(ShardedModel, EqualsTheSingleRankRunInFp64) {
+  const Case k = GetParam();
+  expect_sharded_run_equals_single_rank_run(parallel_config(k.sp, k.act, k.norm), k.tp, k.cp, k.dp);
 }
 
 // The whole matrix of issue 3: TP in {1,2,4} x SP (where TP > 1) x CP in {1,2}
@@ -229,6 +236,58 @@ std::vector<Case> full_matrix() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ShardedModel, ::testing::ValuesIn(full_matrix()), case_name);
+
+// Grouped-query attention (docs/model.md "Grouped-query attention"), 8 heads:
+// groups split over TP (groups >= tp), or fewer groups than TP ranks (the
+// ranks all-gather the projection and keep their group, as Megatron does);
+// the CP gather moves the key/value heads alone. Rotary positions; on some
+// cases selective core_attn recompute (the repeat of the key/value heads inside
+// the recomputed region), a head dimension of 6 (kv_channels, not hidden /
+// heads = 4) and q/k norms (their gradients summed over TP).
+struct GqaCase {
+  int tp, cp, dp;
+  bool sp;
+  std::int64_t groups;
+  bool recompute = false;
+  std::int64_t kv_channels = 0;
+  bool qk_layernorm = false;
+};
+std::string gqa_case_name(const ::testing::TestParamInfo<GqaCase>& info) {
+  const GqaCase& g = info.param;
+  return "tp" + std::to_string(g.tp) + "_cp" + std::to_string(g.cp) + "_dp" + std::to_string(g.dp) +
+         (g.sp ? "_sp" : "") + "_groups" + std::to_string(g.groups) +
+         (g.recompute ? "_core_attn_recompute" : "") +
+         (g.kv_channels > 0 ? "_kv" + std::to_string(g.kv_channels) : "") +
+         (g.qk_layernorm ? "_qknorm" : "");
+}
+void PrintTo(const GqaCase& g, std::ostream* os) { *os << gqa_case_name({g, 0}); }
+class ShardedGqaModel : public ::testing::TestWithParam<GqaCase> {};
+
+TEST_P(ShardedGqaModel, EqualsTheSingleRankRunInFp64) {
+  const GqaCase k = GetParam();
+  ModelConfig c = parallel_config(k.sp, ActivationKind::swiglu, NormKind::rms_norm);
+  c.hidden = 32;
+  c.heads = 8;
+  c.seq = 16;  // 2 * cp * tp chunks under CP 2, SP 4
+  c.num_query_groups = k.groups;
+  c.kv_channels = k.kv_channels;
+  c.qk_layernorm = k.qk_layernorm;
+  c.position_embedding = PositionEmbeddingKind::rope;
+  if (k.recompute) {
+    c.recompute = RecomputeKind::selective;
+    c.recompute_modules.core_attn = true;
+  }
+  expect_sharded_run_equals_single_rank_run(c, k.tp, k.cp, k.dp);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ShardedGqaModel,
+                         ::testing::Values(GqaCase{2, 2, 1, true, 2, false, 0, true},
+                                           GqaCase{2, 1, 2, false, 4, false, 6},
+                                           GqaCase{1, 2, 2, false, 2, true},
+                                           GqaCase{4, 1, 1, true, 2, true, 6, true},
+                                           GqaCase{4, 2, 1, true, 1, false, 0, true},
+                                           GqaCase{2, 2, 1, false, 1, true, 6}),
+                         gqa_case_name);
 
 // MoE layers (docs/model.md "MoE layer"): the loss and every gradient of a
 // sharded run with expert parallelism equal the single rank's, the aux loss

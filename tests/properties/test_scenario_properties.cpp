@@ -165,7 +165,7 @@ RC_GTEST_PROP(ScenarioGenerators, EveryPipelineScenarioIsValid, ()) {
 // layernorm (judged with fp32 tolerances: harness/checks/tolerance.h). They
 // also reach every --graph-scope module and the whole-layer scope.
 TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
-  std::set<std::string> seen, scopes, moe_logging;
+  std::set<std::string> seen, scopes, moe_logging, query_groups;
   rc::detail::TestParams params;
   params.seed = 20261204;
   params.maxSuccess = 4000;
@@ -187,6 +187,16 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
         }
         if (c.moe_per_layer_logging)
           moe_logging.insert(c.moe_z_loss > 0 ? "logging with z-loss" : "logging");
+        // Grouped-query attention's three layouts (docs/model.md), the head
+        // dimension and the q/k norms.
+        if (c.num_query_groups == 0 || c.num_query_groups == c.heads)
+          query_groups.insert("one per head");
+        else if (c.num_query_groups < c.tp)
+          query_groups.insert("fewer than tp");
+        else
+          query_groups.insert("whole groups per rank");
+        if (c.kv_channels > 0) query_groups.insert("kv-channels");
+        if (c.qk_layernorm) query_groups.insert("qk-layernorm");
         const std::string prefix =
             std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
         if (c.recompute.rfind("selective:", 0) == 0) {
@@ -208,6 +218,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   EXPECT_TRUE(missing.empty()) << "never generated: " << ::testing::PrintToString(missing);
   EXPECT_EQ(scopes.size(), 6u) << "graph scopes generated: " << ::testing::PrintToString(scopes);
   EXPECT_EQ(moe_logging.size(), 2u) << ::testing::PrintToString(moe_logging);
+  EXPECT_EQ(query_groups.size(), 5u) << ::testing::PrintToString(query_groups);
 }
 
 // Every property parity check evaluates, on each generated scenario: one

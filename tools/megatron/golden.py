@@ -6,8 +6,9 @@ Usage (inside the venv that ci/megatron-env prints):
 
 Builds Megatron Core's GPTModel (get_gpt_layer_local_spec(), fp32, CPU, a gloo world of one,
 use_cpu_initialization=True, dropout 0, gradient_accumulation_fusion=False, fusions off) from the
-model keys of a parity scenario (hidden, heads, ffn-hidden, layers, seq, vocab, micro-batch,
-microbatches, dp, norm, activation, seed, position-embedding, untie, bias-linear, mtp-layers;
+model keys of a parity scenario (hidden, heads, num-query-groups, kv-channels, qk-layernorm,
+ffn-hidden, layers, seq, vocab, micro-batch, microbatches, dp, norm, activation, seed,
+position-embedding, untie, bias-linear, mtp-layers;
 absent keys take parity's defaults; mtp-layers adds get_gpt_mtp_block_spec's depths), runs one
 forward/backward over the global batch (micro-batch * microbatches * dp rows), microbatch by
 microbatch, and writes to OUTDIR:
@@ -52,7 +53,7 @@ DEFAULTS = {
     "hidden": 64, "heads": 4, "ffn-hidden": 256, "layers": 2, "seq": 16, "vocab": 128,
     "micro-batch": 2, "microbatches": 2, "dp": 1, "norm": "layernorm", "activation": "gelu",
     "seed": 1234, "position-embedding": "learned", "untie": True, "bias-linear": True,
-    "dtype": "fp32",
+    "dtype": "fp32", "num-query-groups": 0, "kv-channels": 0, "qk-layernorm": False,
 }
 NORM_EPS = 1e-5   # parity's ModelConfig::norm_eps
 MEGATRON_PIN = "0.16.1"  # ci/megatron-env's megatron-core
@@ -89,7 +90,7 @@ def read_scenario(path):
             fail(f'"{key}" = {json.dumps(s[key])}: must be a positive integer')
     if not isinstance(s["seed"], int) or isinstance(s["seed"], bool) or s["seed"] < 0:
         fail(f'"seed" = {json.dumps(s["seed"])}: must be a non-negative integer')
-    for key in ("untie", "bias-linear"):
+    for key in ("untie", "bias-linear", "qk-layernorm"):
         if not isinstance(s[key], bool):
             fail(f'"{key}" = {json.dumps(s[key])}: must be true or false')
     if s.get("dropout", 0) != 0:
@@ -120,8 +121,16 @@ def read_scenario(path):
     if s.get("mtp-repeated-layer", False):
         fail('"mtp-repeated-layer" = true: megatron-core ' + MEGATRON_PIN +
              ' has no mtp_use_repeated_layer')
-    if s["hidden"] % s["heads"]:
+    kv = s["kv-channels"]
+    if not isinstance(kv, int) or isinstance(kv, bool) or kv < 0:
+        fail(f'"kv-channels" = {json.dumps(kv)}: must be a non-negative integer (0 = hidden / heads)')
+    if not kv and s["hidden"] % s["heads"]:
         fail(f'"heads" = {s["heads"]}: must divide hidden ({s["hidden"]})')
+    groups = s["num-query-groups"]
+    if (not isinstance(groups, int) or isinstance(groups, bool) or groups < 0
+            or (groups and s["heads"] % groups)):
+        fail(f'"num-query-groups" = {json.dumps(groups)}: must divide heads ({s["heads"]}) '
+             '(0 = heads)')
     return given, s
 
 
@@ -164,6 +173,9 @@ def build_model(s):
     swiglu = s["activation"] == "swiglu"
     config = TransformerConfig(
         num_layers=s["layers"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
+        num_query_groups=s["num-query-groups"] or None,  # None: one group per head
+        kv_channels=s["kv-channels"] or None,  # None: hidden // heads
+        qk_layernorm=bool(s["qk-layernorm"]),
         ffn_hidden_size=s["ffn-hidden"],  # per half under swiglu (fc1 is 2 * ffn wide), as parity
         hidden_dropout=0.0, attention_dropout=0.0,
         normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm",
@@ -193,7 +205,7 @@ def build_model(s):
         config.moe_token_dispatcher_type = "allgather"
         config.moe_grouped_gemm = False
     layer_spec = get_gpt_layer_local_spec(
-        num_experts=experts or None, moe_grouped_gemm=False,
+        num_experts=experts or None, moe_grouped_gemm=False, qk_layernorm=bool(s["qk-layernorm"]),
         normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm")
     mtp_block_spec = None
     if s.get("mtp-layers", 0) > 0:
