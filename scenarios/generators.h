@@ -39,8 +39,7 @@ void pick_moe(RunConfig& c, bool always);
 void pick_graphs(RunConfig& c);
 void pick_recompute(RunConfig& c);    // every kind; full recompute never with per-layer graphs
 void pick_metrics(RunConfig& c);      // a non-empty subset, weighted to residual and logit metrics
-// threads (processes rarely, world <= 2 only); --check-collectives always
-void pick_launch(RunConfig& c);
+void pick_launch(RunConfig& c);       // threads; processes rarely, world <= 2 only
 void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
 
 // Idle ranks: ranks that hold nothing for a reduction their group runs, where
@@ -63,6 +62,9 @@ bool make_idle_sequence_ranks(RunConfig& c);
 // the gradient norm (its EP sum), and/or idle sequence ranks with the MoE
 // tracker (its tp, cp and dp sums) and a router metric.
 void pick_idle_ranks(RunConfig& c);
+
+// --check-collectives on every MoE scenario (no draw).
+void pick_collective_checks(RunConfig& c);
 
 // A whole scenario: the pieces above, in order.
 rc::Gen<RunConfig> gen_scenario();

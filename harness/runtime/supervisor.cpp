@@ -101,15 +101,16 @@ RankFailure classify_rank(const Slot& s, const ParallelTopology& topology, doubl
 }
 
 // A rank that ended inside a collective waited for the members of its group
-// that never entered that call (its sequence number): named in its line, and
-// they are culprits, not victims. Ranks that disagree about which collectives
-// run (one skipped a call) wait for each other in different groups: each line
-// then names the other.
+// that never entered that call (its sequence number): named in its line. The
+// end of such a chain, a rank waited for that waits for no one, is a culprit,
+// not a victim. Ranks that disagree about which collectives run (one skipped
+// a call) wait for each other in different groups: each line names the other.
 void name_the_awaited(FailureReport& report, const std::vector<Slot>& slots,
                       const ParallelTopology& topology) {
-  std::vector<const Slot*> by_rank(static_cast<std::size_t>(topology.world_size()), nullptr);
+  const std::size_t world = static_cast<std::size_t>(topology.world_size());
+  std::vector<const Slot*> by_rank(world, nullptr);
   for (const Slot& s : slots) by_rank[static_cast<std::size_t>(s.rank)] = &s;
-  std::vector<bool> awaited(by_rank.size(), false);
+  std::vector<bool> awaited(world, false), waits(world, false);
   for (RankFailure& f : report.ranks) {
     const Slot* mine = by_rank[static_cast<std::size_t>(f.rank)];
     Axis axis = Axis::world;
@@ -126,12 +127,15 @@ void name_the_awaited(FailureReport& report, const std::vector<Slot>& slots,
                (entered == 0 ? " (it entered none)"
                              : " (it entered #0-#" + std::to_string(entered - 1) + " only)");
     }
-    if (!names.empty())
-      f.detail += "; waiting in #" + std::to_string(call) + " on " + std::string(to_string(axis)) +
-                  " for " + names;
+    if (names.empty()) continue;
+    waits[static_cast<std::size_t>(f.rank)] = true;
+    f.detail += "; waiting in #" + std::to_string(call) + " on " + std::string(to_string(axis)) +
+                " for " + names;
   }
-  for (RankFailure& f : report.ranks)
-    if (awaited[static_cast<std::size_t>(f.rank)]) f.victim = false;
+  for (RankFailure& f : report.ranks) {
+    const auto r = static_cast<std::size_t>(f.rank);
+    if (awaited[r] && !waits[r]) f.victim = false;
+  }
 }
 
 FailureReport classify(const std::vector<Slot>& slots, const LaunchSpec& spec,
