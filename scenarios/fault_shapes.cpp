@@ -6,9 +6,11 @@
 #include "harness/checks/check.h"
 #include "harness/graphs/graph_scope.h"
 #include "harness/metrics/metric_names.h"
+#include "scenarios/generators.h"
 
 PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
 PARITY_USES_FAULT(aux_loss_tracker_host_side);
+PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
@@ -110,6 +112,21 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     s.moe_force_routing = ForceRoutingOption::biased;
     // The skipped collectives may leave ranks blocked in different groups,
     // which no fingerprint sees: the hang detector reports them at the timeout.
+    s.timeout = 10;
+  } else if (fault == fault_collective_skipped_when_zero) {
+    // An idle rank and a reduction over its axis (generators.h): ranks whose
+    // tokens are all padding and the tracker's sums where the sequence is
+    // split, else an EP rank without tokens and the gradient norm's EP sum.
+    if (make_idle_sequence_ranks(s)) {
+      s.moe_per_layer_logging = true;
+    } else if (make_idle_ep_rank(s)) {
+      if (std::find(s.metrics.begin(), s.metrics.end(), "global-wgrad-l2") == s.metrics.end())
+        s.metrics.emplace_back("global-wgrad-l2");
+    } else {
+      return false;
+    }
+    // A peer left waiting while the idle rank blocks in another group is
+    // reported by the hang detector at the timeout.
     s.timeout = 10;
   } else if (fault == fault_aux_loss_tracked_on_recompute) {
     ensure_logged_loss(s);

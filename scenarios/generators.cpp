@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/graphs/graph_scope.h"
 #include "harness/metrics/metric_names.h"
@@ -47,6 +48,12 @@ T one_of(const std::vector<T>& choices) {
 }
 bool sometimes(std::size_t in_how_many) {
   return weighted<bool>({{in_how_many - 1, false}, {1, true}});
+}
+// Per-layer graphs whose scope captures the router (router metrics are then
+// rejected, megatron-reference 7.11).
+bool router_captured(const RunConfig& c) {
+  return c.graphs == GraphOption::per_layer &&
+         parse_graph_scope(c.graph_scope, nullptr).value_or(GraphScope{}).captures_router();
 }
 }  // namespace
 
@@ -248,10 +255,7 @@ void pick_metrics(RunConfig& c) {
   // whose scope captures the router: rejected, megatron-reference 7.11); the
   // diagnostics metrics only where whole sequences are local (no SP x TP, no
   // CP: 7.10).
-  const bool router_captured =
-      c.graphs == GraphOption::per_layer &&
-      parse_graph_scope(c.graph_scope, nullptr).value_or(GraphScope{}).captures_router();
-  if (c.moe_experts >= 2 && !router_captured) {
+  if (c.moe_experts >= 2 && !router_captured(c)) {
     for (const std::string& m : router_metric_names())
       if (sometimes(2)) c.metrics.push_back(m);
     if (!(c.sp && c.tp > 1) && c.cp == 1)
@@ -313,6 +317,64 @@ void pick_launch(RunConfig& c) {
   c.launch = c.world_size() <= 2 && sometimes(12) ? LaunchMode::processes : LaunchMode::threads;
 }
 
+void pick_collective_checks(RunConfig& c) {
+  // Fingerprints before every collective, so ranks that disagree about which
+  // collectives run stop with a mismatch naming both, not a hang or a silently
+  // mismatched pairing: on every MoE scenario, where collectives depend on the
+  // data (the EP all-to-all's counts, the router's statistics, idle ranks).
+  // Not on the others: each fingerprint is a collective of its own, and on
+  // every scenario the property label took half as long again. No draw.
+  c.check_collectives = c.moe_experts > 0;
+}
+
+bool make_idle_ep_rank(RunConfig& c) {
+  if (c.moe_experts < 2 || c.moe_experts % 2 != 0 || (c.cp * c.dp) % 2 != 0) return false;
+  c.ep = 2;
+  c.moe_force_routing = ForceRoutingOption::biased;
+  c.moe_topk = std::min(c.moe_topk, c.moe_experts / 2);
+  return true;
+}
+
+bool make_idle_experts(RunConfig& c) {
+  if (c.moe_experts < 2) return false;
+  c.moe_force_routing = ForceRoutingOption::biased;
+  c.moe_topk = std::min(c.moe_topk, c.moe_experts - 1);
+  return true;
+}
+
+bool make_idle_sequence_ranks(RunConfig& c) {
+  if (c.moe_experts < 2) return false;
+  const int chunks = (c.cp > 1 ? 2 * c.cp : 1) * (c.sp && c.tp > 1 ? c.tp : 1);
+  if (chunks == 1) return false;
+  c.padding_fraction = 1.0 - 1.0 / chunks;  // seq is a multiple of chunks (pick_model_shape)
+  return true;
+}
+
+void pick_idle_ranks(RunConfig& c) {
+  // Drawn last, for the same reason as pick_evaluation.
+  if (c.moe_experts < 2 || !sometimes(2)) return;
+  const RunConfig drawn = c;
+  const std::size_t kind = index_below(3);  // routing, sequence, both
+  bool routing = kind != 1, sequence = kind != 0;
+  if (sequence && !make_idle_sequence_ranks(c)) {  // no cp and no SP x TP
+    routing = true;
+    sequence = false;
+  }
+  if (routing && (make_idle_ep_rank(c) || make_idle_experts(c)) &&
+      std::find(c.metrics.begin(), c.metrics.end(), "global-wgrad-l2") == c.metrics.end())
+    c.metrics.emplace_back("global-wgrad-l2");  // its EP sum: zeros from an idle EP rank
+  if (sequence) {
+    c.moe_per_layer_logging = true;  // the tracker's tp, cp and dp sums
+    const auto& router = router_metric_names();
+    const bool has_router_metric =
+        std::any_of(c.metrics.begin(), c.metrics.end(), [&](const std::string& m) {
+          return std::find(router.begin(), router.end(), m) != router.end();
+        });
+    if (!router_captured(c) && !has_router_metric) c.metrics.emplace_back(router.front());
+  }
+  if (!checks::validate_check_scenario(c).empty()) c = drawn;
+}
+
 rc::Gen<RunConfig> gen_scenario() {
   return gen::exec([] {
     RunConfig c;
@@ -327,6 +389,8 @@ rc::Gen<RunConfig> gen_scenario() {
     pick_moe_logging(c);
     pick_optimizer(c);
     pick_mtp(c);
+    pick_idle_ranks(c);
+    pick_collective_checks(c);
     return c;
   });
 }
@@ -404,6 +468,8 @@ rc::Gen<RunConfig> gen_moe_scenario() {
     pick_moe_logging(c);
     pick_optimizer(c);
     pick_mtp(c);
+    pick_idle_ranks(c);
+    pick_collective_checks(c);
     return c;
   });
 }

@@ -49,6 +49,30 @@ void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
 // evaluation forward, weight-gradient sites, tied embeddings).
 void pick_pipeline(RunConfig& c);
 
+// Idle ranks: ranks that hold nothing for a reduction their group runs, where
+// a collective guarded by the data makes the group's ranks disagree (fault
+// collective-skipped-when-zero). Each returns false, leaving `c` alone, where
+// the scenario cannot have them.
+// An EP rank that receives no token: ep 2 (cp x dp and the experts even),
+// biased forced routing (every token prefers experts 0..k-1) and k <= E / 2,
+// so the experts that receive tokens all live on EP rank 0.
+bool make_idle_ep_rank(RunConfig& c);
+// Experts no token reaches: biased forced routing with k < E.
+bool make_idle_experts(RunConfig& c);
+// Ranks whose tokens are all padding: the padding leaves only the first of the
+// sequence's 2*cp x (tp under SP) chunks valid, so every CP rank but the first,
+// and under SP every TP rank but the first, holds padding only. Needs cp > 1
+// or SP with tp > 1. (DP ranks cannot be idle: the padding mask is the same
+// trailing positions of every sequence.)
+bool make_idle_sequence_ranks(RunConfig& c);
+// On half the MoE scenarios (drawn last): idle experts or an idle EP rank with
+// the gradient norm (its EP sum), and/or idle sequence ranks with the MoE
+// tracker (its tp, cp and dp sums) and a router metric.
+void pick_idle_ranks(RunConfig& c);
+
+// --check-collectives on every MoE scenario (no draw).
+void pick_collective_checks(RunConfig& c);
+
 // A whole scenario: the pieces above, in order.
 rc::Gen<RunConfig> gen_scenario();
 // Every scenario pipelined (pick_pipeline after the layout and the model

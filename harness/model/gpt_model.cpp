@@ -13,6 +13,7 @@
 #include "harness/parallel/rank_status.h"
 #include "harness/recompute/checkpoint.h"
 
+PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(sp_grad_not_reduced);
 PARITY_USES_FAULT(local_layer_names);
 PARITY_USES_FAULT(last_stage_logits_everywhere);
@@ -271,9 +272,15 @@ std::vector<LoggedStatistic> GPTModel::logged_moe_statistics(std::int64_t microb
   at::NoGradGuard no_grad;
   const ParallelContext& par = runtime_.parallel;
   at::Tensor all = at::cat(parts);
+  // Fault collective-skipped-when-zero: a rank whose share is all zeros (its
+  // tokens all padding) skips the sum its peers wait in.
+  const bool skip_zero = fault_active(fault_collective_skipped_when_zero);
+  const auto sum = [skip_zero](Communicator* group, const at::Tensor& t) {
+    return skip_zero && !t.ne(0).any().item<bool>() ? t : sum_over(group, t);
+  };
   // The sequence's ranks hold shares (tp under SP, cp); DP ranks hold other data.
-  if (config_.sequence_parallel) all = sum_over(par.tp, all);
-  all = sum_over(par.dp, sum_over(par.cp, all)).cpu();
+  if (config_.sequence_parallel) all = sum(par.tp, all);
+  all = sum(par.dp, sum(par.cp, all)).cpu();
   const double* v = all.data_ptr<double>();
   const double per_microbatch = 1.0 / (double(microbatches) * double(par.dp_size()));
   std::vector<LoggedStatistic> out;

@@ -8,6 +8,7 @@
 #include "harness/graphs/graph_scope.h"
 #include "harness/model/flat_shard_layout.h"
 
+PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
 
 namespace parity {
@@ -56,7 +57,11 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
   sums = sum_over(par.pp, sums);
   at::Tensor dense = sums.narrow(0, 0, L + 1), experts = sums.narrow(0, L + 1, L + 1);
   if (layout) dense = sum_over(par.dp, dense);
-  experts = sum_over(par.ep, experts);
+  // Fault collective-skipped-when-zero: an EP rank whose experts no token
+  // reached (all squares zero) skips the EP sum its peers wait in.
+  const bool skip =
+      fault_active(fault_collective_skipped_when_zero) && !experts.ne(0).any().item<bool>();
+  if (!skip) experts = sum_over(par.ep, experts);
   const at::Tensor total = (dense + experts).cpu();
   const double* v = total.data_ptr<double>();
   ParameterNorms out;

@@ -1,8 +1,9 @@
 #include "harness/parallel/rank_status.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "harness/observation/execution_point.h"
@@ -101,6 +102,9 @@ void RankStatus::reset(RankStatusRecord* record, int rank) {
     slot.observations.store(0, std::memory_order_relaxed);
     slot.seconds_bits.store(0, std::memory_order_relaxed);
   }
+  for (std::atomic<std::int64_t>& calls : record->calls_entered)
+    calls.store(0, std::memory_order_relaxed);
+  record->last_axis_plus_one.store(0, std::memory_order_relaxed);
   record->rank = rank;
   record->last_collective[0] = '\0';
   record->error[0] = '\0';
@@ -116,11 +120,33 @@ RankState RankStatus::state() const {
   return static_cast<RankState>(record_->state.load(std::memory_order_acquire));
 }
 
-void RankStatus::enter_collective(const CollectiveCall& call) { enter_collective(call.describe()); }
+void RankStatus::enter_collective(const CollectiveCall& call) {
+  const auto axis = static_cast<std::size_t>(call.axis);
+  if (axis < std::size(record_->calls_entered)) {
+    record_->calls_entered[axis].store(call.sequence + 1, std::memory_order_relaxed);
+    record_->last_axis_plus_one.store(static_cast<std::int32_t>(axis) + 1,
+                                      std::memory_order_relaxed);
+  }
+  enter_collective(call.describe());
+}
 
 void RankStatus::enter_collective(const std::string& description) {
   write_text(*record_, record_->last_collective, description);
   set_state(RankState::in_collective);
+}
+
+std::int64_t RankStatus::calls_entered(Axis axis) const {
+  const auto a = static_cast<std::size_t>(axis);
+  return a < std::size(record_->calls_entered)
+             ? record_->calls_entered[a].load(std::memory_order_acquire)
+             : 0;
+}
+
+bool RankStatus::last_axis(Axis* axis) const {
+  const std::int32_t a = record_->last_axis_plus_one.load(std::memory_order_acquire);
+  if (a <= 0) return false;
+  *axis = static_cast<Axis>(a - 1);
+  return true;
 }
 
 void RankStatus::leave_collective() {

@@ -77,6 +77,11 @@ struct RankStatusRecord {
   std::atomic<std::int32_t> point_pass;
   std::atomic<std::int64_t> steps_done;  // rows published (steps 0 .. steps_done-1)
   StepRowSlot step_rows[kStepRowSlots];  // step s in slot s % kStepRowSlots
+  // Per group axis (Axis's value indexes; room for axes to come): how many
+  // calls this rank entered, and the axis of the last one + 1 (0: none). A
+  // hang report names the members of a group that never entered a peer's call.
+  std::atomic<std::int64_t> calls_entered[8];
+  std::atomic<std::int32_t> last_axis_plus_one;
   std::int32_t rank;
   char last_collective[240];              // CollectiveCall::describe(), NUL-terminated
   char error[760];                        // the rank's own error, when it failed
@@ -102,6 +107,10 @@ class RankStatus {
   void beat(const StepPoint& point);
   void set_error(const std::string& message);
   std::string last_collective() const;  // "" when none yet
+  // The calls entered on `axis` so far (the next call's sequence number).
+  std::int64_t calls_entered(Axis axis) const;
+  // The axis of the last collective entered; false when none yet.
+  bool last_axis(Axis* axis) const;
   // The last heartbeat's point; pass none when the rank never beat.
   StepPoint last_step_point() const;
   std::string error() const;

@@ -82,6 +82,19 @@ nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine) {
   return out;
 }
 
+// Under --check-collectives every group ends with a barrier, before the world
+// gathers the results: a rank that ends its program while a peer still waits
+// in a call of a group they share (one this rank skipped) meets that call with
+// its barrier, a fingerprint mismatch naming both ranks instead of a hang. EP
+// first: an EP group lies inside the cp x dp groups, so a peer left in an EP
+// call would otherwise wait there while this rank waits for it in cp or dp.
+static void exit_barriers(RankGroups& groups) {
+  for (Axis axis : {Axis::ep, Axis::tp, Axis::cp, Axis::dp}) {
+    Communicator& group = groups.get(axis);
+    if (group.size() > 1) group.barrier();
+  }
+}
+
 // The CPU allocator's refusal ("DefaultCPUAllocator: can't allocate memory: you
 // tried to allocate 4000000000000 bytes. Error code 12 ...") as a person reads it.
 static std::string out_of_memory_text(const std::string& message) {
@@ -140,6 +153,7 @@ RankEnd run_rank_body(const RankRun& run, int rank, RankStatus& status, const Ca
     RankContext ctx{run.spec, run.arguments, run.topology, rank,   run.topology.coordinates(rank),
                     *groups,  status,        run.faults,   cancel, run.own_process};
     nlohmann::json result = run.program(ctx);
+    if (run.spec.check_collectives) exit_barriers(*groups);
     if (run.gather) result = gather_results(groups->get(Axis::world), result);
     // Exit barrier (as dist.barrier() before destroy_process_group): a rank
     // whose program issued no collective could otherwise tear its groups down

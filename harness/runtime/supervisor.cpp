@@ -102,6 +102,44 @@ RankFailure classify_rank(const Slot& s, const ParallelTopology& topology, doubl
   return f;
 }
 
+// A rank that ended inside a collective waited for the members of its group
+// that never entered that call (its sequence number): named in its line. The
+// end of such a chain, a rank waited for that waits for no one, is a culprit,
+// not a victim. Ranks that disagree about which collectives run (one skipped
+// a call) wait for each other in different groups: each line names the other.
+void name_the_awaited(FailureReport& report, const std::vector<Slot>& slots,
+                      const ParallelTopology& topology) {
+  const std::size_t world = static_cast<std::size_t>(topology.world_size());
+  std::vector<const Slot*> by_rank(world, nullptr);
+  for (const Slot& s : slots) by_rank[static_cast<std::size_t>(s.rank)] = &s;
+  std::vector<bool> awaited(world, false), waits(world, false);
+  for (RankFailure& f : report.ranks) {
+    const Slot* mine = by_rank[static_cast<std::size_t>(f.rank)];
+    Axis axis = Axis::world;
+    if (!f.in_collective || !mine || !RankStatus(mine->record).last_axis(&axis)) continue;
+    const std::int64_t call = RankStatus(mine->record).calls_entered(axis) - 1;
+    std::string names;
+    for (int peer : topology.group_ranks(f.rank, axis)) {
+      const Slot* theirs = by_rank[static_cast<std::size_t>(peer)];
+      if (peer == f.rank || !theirs) continue;
+      const std::int64_t entered = RankStatus(theirs->record).calls_entered(axis);
+      if (entered > call) continue;
+      awaited[static_cast<std::size_t>(peer)] = true;
+      names += (names.empty() ? "" : ", ") + std::string("rank ") + std::to_string(peer) +
+               (entered == 0 ? " (it entered none)"
+                             : " (it entered #0-#" + std::to_string(entered - 1) + " only)");
+    }
+    if (names.empty()) continue;
+    waits[static_cast<std::size_t>(f.rank)] = true;
+    f.detail += "; waiting in #" + std::to_string(call) + " on " + std::string(to_string(axis)) +
+                " for " + names;
+  }
+  for (RankFailure& f : report.ranks) {
+    const auto r = static_cast<std::size_t>(f.rank);
+    if (awaited[r] && !waits[r]) f.victim = false;
+  }
+}
+
 FailureReport classify(const std::vector<Slot>& slots, const LaunchSpec& spec,
                        const ParallelTopology& topology) {
   FailureReport report;
@@ -111,6 +149,7 @@ FailureReport classify(const std::vector<Slot>& slots, const LaunchSpec& spec,
   for (const Slot& s : slots)
     if (!(s.done && s.end.outcome == Outcome::ok))
       report.ranks.push_back(classify_rank(s, topology, spec.timeout_seconds));
+  name_the_awaited(report, slots, topology);
   bool any_culprit = false;
   for (const RankFailure& f : report.ranks) any_culprit = any_culprit || !f.victim;
   // With no culprit but ranks whose collective failed (a timeout, or a peer's

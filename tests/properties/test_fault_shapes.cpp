@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
+
 #include "harness/checks/check.h"
 #include "harness/graphs/graph_scope.h"
 #include "scenarios/fault_shapes.h"
@@ -10,6 +12,7 @@
 
 PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
 PARITY_USES_FAULT(aux_loss_tracker_host_side);
+PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(observe_forced_logits);
@@ -31,10 +34,11 @@ bool logs_a_loss(const RunConfig& c) {
 
 RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
   const RunConfig generated = *scenarios::gen_moe_scenario();
-  for (CodePathFault f : {fault_recompute_rng_not_restored, fault_warmup_counted_as_step,
-                          fault_observe_forced_logits, fault_expert_skip_empty_rank,
-                          fault_aux_loss_tracked_on_recompute, fault_expert_load_count_ungated,
-                          fault_aux_loss_tracker_host_side, fault_router_stats_include_padding}) {
+  for (CodePathFault f :
+       {fault_recompute_rng_not_restored, fault_warmup_counted_as_step, fault_observe_forced_logits,
+        fault_expert_skip_empty_rank, fault_aux_loss_tracked_on_recompute,
+        fault_expert_load_count_ungated, fault_aux_loss_tracker_host_side,
+        fault_router_stats_include_padding, fault_collective_skipped_when_zero}) {
     RunConfig c = generated;
     if (!scenarios::shape_for_fault(c, f)) continue;
     RC_ASSERT(checks::validate_check_scenario(c).empty());
@@ -66,6 +70,14 @@ RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
       } else {
         RC_ASSERT(c.steps >= c.graph_warmup + 2);
       }
+    } else if (f == fault_collective_skipped_when_zero) {
+      // An idle EP rank and the gradient norm, else idle sequence ranks and the tracker.
+      const bool norm =
+          std::find(c.metrics.begin(), c.metrics.end(), "global-wgrad-l2") != c.metrics.end();
+      RC_ASSERT((c.ep == 2 && c.moe_force_routing == ForceRoutingOption::biased &&
+                 c.moe_topk <= c.moe_experts / 2 && norm) ||
+                (c.padding_fraction >= 0.5 && c.moe_per_layer_logging));
+      RC_ASSERT(c.check_collectives);
     } else {
       RC_ASSERT(c.moe_per_layer_logging);
       RC_ASSERT(c.padding_fraction > 0);
@@ -89,6 +101,7 @@ TEST(FaultShapes, DeclinesWhatCannotShowTheFault) {
   c.dp = 1;
   c.cp = 1;
   EXPECT_FALSE(scenarios::shape_for_fault(c, fault_expert_skip_empty_rank));
+  EXPECT_FALSE(scenarios::shape_for_fault(c, fault_collective_skipped_when_zero));  // tp 1: no SP
   RunConfig full;
   full.moe_experts = 4;
   full.recompute = "full-uniform";
