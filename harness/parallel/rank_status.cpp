@@ -127,10 +127,14 @@ void RankStatus::enter_collective(const CollectiveCall& call) {
     record_->last_axis_plus_one.store(static_cast<std::int32_t>(axis) + 1,
                                       std::memory_order_relaxed);
   }
-  enter_collective(call.describe());
+  write_text(*record_, record_->last_collective, call.describe());
+  set_state(RankState::in_collective);
 }
 
 void RankStatus::enter_collective(const std::string& description) {
+  // A point-to-point batch: not a group call, so a wait in it is not reported
+  // against the rank's last group call.
+  record_->last_axis_plus_one.store(0, std::memory_order_relaxed);
   write_text(*record_, record_->last_collective, description);
   set_state(RankState::in_collective);
 }

@@ -88,8 +88,9 @@ nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine) {
 // its barrier, a fingerprint mismatch naming both ranks instead of a hang. EP
 // first: an EP group lies inside the cp x dp groups, so a peer left in an EP
 // call would otherwise wait there while this rank waits for it in cp or dp.
+// The pipeline group last: it joins stages whose own groups end first.
 static void exit_barriers(RankGroups& groups) {
-  for (Axis axis : {Axis::ep, Axis::tp, Axis::cp, Axis::dp}) {
+  for (Axis axis : {Axis::ep, Axis::tp, Axis::cp, Axis::dp, Axis::pp}) {
     Communicator& group = groups.get(axis);
     if (group.size() > 1) group.barrier();
   }
