@@ -118,9 +118,12 @@ TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
       const TraceRecord t = trace_record_from_json(j);
       ++seen[{t.step, t.microbatch, t.site}];
       const std::optional<std::int64_t> layer = layer_index_of_site(t.site);
-      if (layer)
+      if (layer) {
         EXPECT_EQ(chunk_of_layer(placement, static_cast<int>(*layer)).pp_rank, stage) << t.site;
-      if (t.site == "output_layer.output_logits") EXPECT_EQ(stage, l.pp - 1);
+      }
+      if (t.site == "output_layer.output_logits") {
+        EXPECT_EQ(stage, l.pp - 1);
+      }
     }
     for (const auto& [key, n] : seen) EXPECT_EQ(n, 1) << std::get<2>(key);
     std::set<std::string> sites;

@@ -162,8 +162,9 @@ TEST(ParallelTopology, PipelineGroupsPartitionTheWorldAndNamesAreUnique) {
     // A name names one group: its members are exactly one group's ranks.
     for (const auto& [name, ranks] : members)
       for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::pp})
-        if (name.rfind(std::string(to_string(axis)) + ".", 0) == 0)
+        if (name.rfind(std::string(to_string(axis)) + ".", 0) == 0) {
           EXPECT_EQ(static_cast<int>(ranks.size()), t.size(axis)) << name;
+        }
   }
 }
 
