@@ -1,6 +1,6 @@
 // parity's pipeline placement (harness/model/pipeline_layout.h) against Megatron
 // Core's, read from the JSON tools/megatron/layer_offsets.py writes (label
-// `megatron`, layer_offsets_live.sh). parity must accept exactly the
+// `megatron`, tool_live.sh layer_offsets.py). parity must accept exactly the
 // configurations where Megatron raises nothing, builds every decoder layer and
 // MTP depth exactly once, and runs a single model chunk when pp is 1 (its
 // no-pipelining schedule asserts it); and for those it must give every

@@ -1,7 +1,7 @@
 // parity's pipeline schedules (harness/model/pipeline_schedule.h) against
 // Megatron Core's own schedule functions, read from the JSON
 // tools/megatron/pipeline_schedules.py writes (label `megatron`,
-// pipeline_schedules_live.sh). parity must accept exactly the configurations
+// tool_live.sh pipeline_schedules.py). parity must accept exactly the configurations
 // Megatron runs, and for those give every pp rank the same steps in the same
 // order: each forward and backward (microbatch, chunk), each P2PCommunicator
 // call and the ops of its batch (direction, tensor, peer, microbatch, chunk:

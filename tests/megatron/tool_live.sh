@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# CTest label `megatron`: a tools/megatron script computes Megatron Core's answers live over its
+# grid (layer_offsets.py: the pipeline layer placement; pipeline_schedules.py: the schedules run
+# stage by stage with recording mocks), and parity's conformance executable compares them
+# (pipeline_layout_conformance, pipeline_schedule_conformance). Needs the venv of
+# ci/megatron-env; without it the test SKIPs (exit 77, CTest's SKIP_RETURN_CODE) and says why.
+# It never creates the venv.
+# Usage: tool_live.sh SOURCE_DIR TOOL.py CONFORMANCE_BINARY
+set -euo pipefail
+src=$1 tool=$2 conformance=$3
+venv="${PARITY_CACHE:-/var/cache/parity}/megatron-venv"
+if ! ls "$venv"/.parity-megatron-core-* >/dev/null 2>&1; then
+  echo "SKIP: no Megatron Core environment at $venv (run ci/megatron-env to create it)"
+  exit 77
+fi
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+work=$(mktemp -d "${TMPDIR:-/tmp}/parity-${tool%.py}-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+"$venv/bin/python" -W ignore "$src/tools/megatron/$tool" "$work/megatron.json" \
+  2>"$work/megatron.log" || { cat "$work/megatron.log"; exit 1; }
+"$conformance" "$work/megatron.json"
