@@ -95,11 +95,38 @@ std::optional<T> when(bool condition, T value) {
 }
 
 // forward_backward_no_pipelining: forward then backward, microbatch by microbatch.
-std::vector<ScheduleStep> no_pipelining(int microbatches) {
+std::vector<ScheduleStep> no_pipelining(int microbatches, bool forward_only) {
   StageBuilder b(1, 0, 1);
   for (int i = 0; i < microbatches; ++i) {
     b.compute(PipelinePass::forward, i, 0);
-    b.compute(PipelinePass::backward, i, 0);
+    if (!forward_only) b.compute(PipelinePass::backward, i, 0);
+  }
+  return b.take();
+}
+
+// forward_backward_pipelining_without_interleaving, forward_only: the same
+// warmup, then each remaining forward sends on and receives the next.
+std::vector<ScheduleStep> one_f_one_b_forward_only(int pp, int rank, int microbatches) {
+  StageBuilder b(pp, rank, 1);
+  const bool first = b.first(), last = b.last();
+  const int warmup = std::min(pp - rank - 1, microbatches);
+  const int remaining = microbatches - warmup;
+  const std::optional<int> recv_activation = first ? std::nullopt : std::optional<int>(0);
+  auto activation = [&](int microbatch) { return when(!last, ChunkMicrobatch{microbatch, 0}); };
+  for (int i = 0; i < warmup; ++i) {
+    b.communicate(P2PCall::recv_forward, std::nullopt, recv_activation, std::nullopt, std::nullopt);
+    b.compute(PipelinePass::forward, i, 0);
+    b.communicate(P2PCall::send_forward, std::nullopt, std::nullopt, activation(i), std::nullopt);
+  }
+  if (remaining > 0)
+    b.communicate(P2PCall::recv_forward, std::nullopt, recv_activation, std::nullopt, std::nullopt);
+  for (int i = 0; i < remaining; ++i) {
+    b.compute(PipelinePass::forward, warmup + i, 0);
+    b.communicate(P2PCall::send_forward, std::nullopt, std::nullopt, activation(warmup + i),
+                  std::nullopt);
+    if (i + 1 < remaining)
+      b.communicate(P2PCall::recv_forward, std::nullopt, recv_activation, std::nullopt,
+                    std::nullopt);
   }
   return b.take();
 }
@@ -146,7 +173,7 @@ std::vector<ScheduleStep> one_f_one_b(int pp, int rank, int microbatches) {
 }
 
 // forward_backward_pipelining_with_interleaving with batch_p2p_comm, no
-// overlap_p2p_comm, not forward_only.
+// overlap_p2p_comm (forward_only: every forward is a warmup forward).
 class Interleaved {
  public:
   Interleaved(const PipelineScheduleConfig& c, int rank)
@@ -156,6 +183,7 @@ class Interleaved {
         table_(pipeline_schedule_table(c.microbatches, c.vpp, group_of(c))),
         total_(static_cast<int>(table_.size())),
         warmup_(pipeline_warmup_forwards(c, rank)),
+        forward_only_(c.forward_only),
         b_(c.pp, rank, c.vpp) {}
 
   std::vector<ScheduleStep> build() {
@@ -170,7 +198,7 @@ class Interleaved {
       if (k == total_ - 1) recv_prev = false;
       b_.compute(PipelinePass::forward, f.microbatch, f.chunk);
       const auto out = when(!(f.chunk == vpp_ - 1 && last), f);
-      if (k == warmup_ - 1 && !all_warmup)
+      if (k == warmup_ - 1 && !forward_only_ && !all_warmup)
         b_.communicate(P2PCall::send_forward_backward_recv_forward_backward, std::nullopt,
                        when(recv_prev, next_chunk), out, when(!last, vpp_ - 1));
       else
@@ -189,6 +217,7 @@ class Interleaved {
                      when(!(bw.chunk == 0 && first), bw), when(recv_prev, next_forward_chunk),
                      when(!(f.chunk == vpp_ - 1 && last), f), when(recv_next, next_backward_chunk));
     }
+    if (forward_only_) return b_.take();
     if (all_warmup)
       b_.communicate(P2PCall::recv_backward, std::nullopt, std::nullopt, std::nullopt,
                      when(!last, vpp_ - 1));
@@ -238,6 +267,7 @@ class Interleaved {
   int pp_, rank_, vpp_;
   std::vector<ChunkMicrobatch> table_;
   int total_, warmup_;
+  bool forward_only_;
   StageBuilder b_;
 };
 
@@ -300,7 +330,9 @@ std::vector<ChunkMicrobatch> pipeline_schedule_table(int microbatches, int vpp, 
 int pipeline_warmup_forwards(const PipelineScheduleConfig& c, int pp_rank) {
   const int total = c.microbatches * c.vpp;
   int warmup = 0;
-  if (c.pp > 1 && c.vpp > 1)
+  if (c.forward_only)
+    warmup = total;
+  else if (c.pp > 1 && c.vpp > 1)
     warmup = (c.pp - pp_rank - 1) * 2 + (c.vpp - 1) * group_of(c);
   else if (c.pp > 1)
     warmup = c.pp - pp_rank - 1;
@@ -341,9 +373,10 @@ std::vector<ScheduleStep> pipeline_schedule(const PipelineScheduleConfig& config
                                 str(config.pp));
   switch (pipeline_schedule_kind(config)) {
     case PipelineScheduleKind::no_pipelining:
-      return no_pipelining(config.microbatches);
+      return no_pipelining(config.microbatches, config.forward_only);
     case PipelineScheduleKind::one_f_one_b:
-      return one_f_one_b(config.pp, pp_rank, config.microbatches);
+      return config.forward_only ? one_f_one_b_forward_only(config.pp, pp_rank, config.microbatches)
+                                 : one_f_one_b(config.pp, pp_rank, config.microbatches);
     case PipelineScheduleKind::interleaved:
       return Interleaved(config, pp_rank).build();
   }

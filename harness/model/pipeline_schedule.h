@@ -5,8 +5,8 @@
 // cooldown; vpp 1) and forward_backward_pipelining_with_interleaving (vpp > 1:
 // get_schedule_table, get_pp_rank_microbatches and its recv bookkeeping), with
 // every P2PCommunicator call those functions make, in Megatron's defaults
-// (batch_p2p_comm, no overlap_p2p_comm, training: not forward_only). Pure: no
-// backend, no tensors.
+// (batch_p2p_comm, no overlap_p2p_comm), training or forward_only (the
+// evaluation's forward passes). Pure: no backend, no tensors.
 //
 // A stage's schedule is a list of steps: a compute step (forward or backward
 // of one microbatch on one model chunk) or a communicate step (one
@@ -31,6 +31,9 @@ struct PipelineScheduleConfig {
   // microbatches run on one chunk before the next; nullopt = pp, Megatron's
   // default (depth-first). Read only when vpp > 1.
   std::optional<int> microbatch_group;
+  // Megatron's forward_only (evaluation): every forward, no backward, and only
+  // the activation messages.
+  bool forward_only = false;
 };
 
 // Empty when Megatron runs the schedule: microbatches >= 1; vpp > 1 needs
@@ -57,7 +60,7 @@ struct ChunkMicrobatch {
 std::vector<ChunkMicrobatch> pipeline_schedule_table(int microbatches, int vpp, int group);
 // get_pp_rank_microbatches: the forwards a stage runs before its first
 // backward (1F1B: pp - rank - 1; interleaved: 2 (pp - rank - 1) + (vpp - 1)
-// group; pp 1: 0), at most every forward.
+// group; pp 1: 0; forward_only: all), at most every forward.
 int pipeline_warmup_forwards(const PipelineScheduleConfig& config, int pp_rank);
 
 enum class PipelinePass { forward, backward };

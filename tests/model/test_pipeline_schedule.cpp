@@ -236,6 +236,48 @@ TEST(PipelineSchedule, InterleavedTwoStagesTwoChunksFourMicrobatches) {
   EXPECT_EQ(stage1[26], "send_backward_recv_backward [send gradient mb 3 chunk 0 to stage 0]");
 }
 
+// forward_only (the evaluation): every forward in the training schedule's
+// forward order, no backward, no gradient message; 1F1B keeps its warmup and
+// then sends each forward on and receives the next (Megatron's calls).
+TEST(PipelineSchedule, ForwardOnlyRunsEveryForwardAndNoBackward) {
+  PipelineScheduleConfig c = cfg(2, 1, 3);
+  c.forward_only = true;
+  EXPECT_EQ(compute_order(pipeline_schedule(c, 0)), "F0.0 F1.0 F2.0");
+  EXPECT_EQ(listing(pipeline_schedule(c, 0)),
+            (std::vector<std::string>{
+                "recv_forward []", "forward mb 0 chunk 0",
+                "send_forward [send activation mb 0 chunk 0 to stage 1]", "recv_forward []",
+                "forward mb 1 chunk 0", "send_forward [send activation mb 1 chunk 0 to stage 1]",
+                "recv_forward []", "forward mb 2 chunk 0",
+                "send_forward [send activation mb 2 chunk 0 to stage 1]"}));
+  EXPECT_EQ(listing(pipeline_schedule(c, 1)),
+            (std::vector<std::string>{
+                "recv_forward [recv activation mb 0 chunk 0 from stage 0]", "forward mb 0 chunk 0",
+                "send_forward []", "recv_forward [recv activation mb 1 chunk 0 from stage 0]",
+                "forward mb 1 chunk 0", "send_forward []",
+                "recv_forward [recv activation mb 2 chunk 0 from stage 0]", "forward mb 2 chunk 0",
+                "send_forward []"}));
+  PipelineScheduleConfig v = cfg(2, 2, 4);
+  v.forward_only = true;
+  EXPECT_EQ(pipeline_warmup_forwards(v, 1), 8);  // every forward
+  EXPECT_EQ(compute_order(pipeline_schedule(v, 1)),
+            "F0.0 F1.0 F0.1 F1.1 F2.0 F3.0 F2.1 F3.1");
+  PipelineScheduleConfig none = cfg(1, 1, 2);
+  none.forward_only = true;
+  EXPECT_EQ(compute_order(pipeline_schedule(none, 0)), "F0.0 F1.0");
+  for (const PipelineScheduleConfig& f : {c, v, cfg(4, 1, 8), cfg(4, 2, 8), cfg(3, 3, 6)}) {
+    PipelineScheduleConfig g = f;
+    g.forward_only = true;
+    for (int p = 0; p < g.pp; ++p)
+      for (const ScheduleStep& s : pipeline_schedule(g, p)) {
+        EXPECT_FALSE(s.kind == ScheduleStep::Kind::compute && s.pass == PipelinePass::backward);
+        for (const P2POp& op : s.ops) EXPECT_EQ(op.tensor, P2PTensor::activation);
+      }
+    const auto sim = simulate_pipeline(pipeline_schedules(g), P2PMatching::by_tensor_kind);
+    EXPECT_EQ(sim.outcome, PipelineSimulation::Outcome::completed) << sim.message;
+  }
+}
+
 TEST(PipelineSchedule, Validation) {
   EXPECT_EQ(rule(cfg(1, 1, 1)), "");
   EXPECT_EQ(rule(cfg(4, 1, 3)), "");  // 1F1B takes any count

@@ -4,11 +4,12 @@
 Usage (inside the venv that ci/megatron-env prints):
     python tools/megatron/pipeline_schedules.py OUT.json
 
-For every configuration of a grid (pp, vpp, microbatches, microbatch_group_size_per_vp_stage) and
-every pp rank it runs Megatron's own schedule function, the one get_forward_backward_func picks
-(forward_backward_no_pipelining, forward_backward_pipelining_without_interleaving or
-forward_backward_pipelining_with_interleaving), in training mode with Megatron's p2p defaults
-(batch_p2p_comm, no overlap_p2p_comm), and records, in order, what the stage runs:
+For every configuration of a grid (pp, vpp, microbatches, microbatch_group_size_per_vp_stage,
+forward_only) and every pp rank it runs Megatron's own schedule function, the one
+get_forward_backward_func picks (forward_backward_no_pipelining,
+forward_backward_pipelining_without_interleaving or forward_backward_pipelining_with_interleaving),
+in training mode or forward_only (the evaluation) with Megatron's p2p defaults (batch_p2p_comm, no
+overlap_p2p_comm), and records, in order, what the stage runs:
 
 - every forward and backward, from mocks of schedules.forward_step / schedules.backward_step
   (microbatch = current_microbatch, chunk = vp_stage; a backward is named by the forward whose
@@ -211,10 +212,12 @@ def run_stage(case, config, rank):
     chunks = vpp if pp > 1 else 1
     model = [StubModel(config) for _ in range(vpp)]
     func(forward_step_func=None, data_iterator=[None] * len(model), model=model,
-         num_microbatches=microbatches, seq_length=4, micro_batch_size=1, forward_only=False,
+         num_microbatches=microbatches, seq_length=4, micro_batch_size=1,
+         forward_only=case["forward-only"],
          p2p_communicator=comm, pg_collection=pg_collection)
     _, _, warmup, _ = schedules.get_pp_rank_microbatches(
-        microbatches, chunks, config.microbatch_group_size_per_vp_stage, forward_only=False,
+        microbatches, chunks, config.microbatch_group_size_per_vp_stage,
+        forward_only=case["forward-only"],
         p2p_communicator=comm)
     table = schedules.get_schedule_table(microbatches, chunks,
                                          config.microbatch_group_size_per_vp_stage)
@@ -232,8 +235,9 @@ def evaluate(case):
         return {"accepted": False, "error": f"{type(e).__name__}: {e}"}
 
 
-def case(pp, vpp, microbatches, group=None):
-    return {"pp": pp, "vpp": vpp, "microbatches": microbatches, "microbatch-group": group}
+def case(pp, vpp, microbatches, group=None, forward_only=False):
+    return {"pp": pp, "vpp": vpp, "microbatches": microbatches, "microbatch-group": group,
+            "forward-only": forward_only}
 
 
 def grid():
@@ -248,6 +252,9 @@ def grid():
                     groups.append(3)  # read only under vpp > 1: must change nothing
                 for group in groups:
                     yield case(pp, vpp, microbatches, group)
+                # The evaluation's forward_only schedules, on the default group.
+                if pp <= 4 and microbatches <= 12:
+                    yield case(pp, vpp, microbatches, forward_only=True)
 
 
 def main():
