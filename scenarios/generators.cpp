@@ -430,8 +430,7 @@ void pick_pipeline(RunConfig& c) {
   c.ep = 1;
   c.mtp_layers = 0;
   c.mtp_repeated_layer = false;
-  c.eval_every = 0;
-  c.observe_wgrad = false;
+  c.observe_wgrad = sometimes(4);  // per chunk: a backward step delivers its chunk's sites
   c.untie = true;
   c.check_collectives = sometimes(2);
 }
@@ -446,6 +445,7 @@ rc::Gen<RunConfig> gen_pipeline_scenario() {
     pick_metrics(c);
     pick_launch(c);
     pick_optimizer(c);
+    pick_evaluation(c);
     return c;
   });
 }

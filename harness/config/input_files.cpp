@@ -23,6 +23,7 @@ std::vector<ConfigViolation> check_input_files(const RunConfig& config) {
       m.recompute = RecomputeKind::none;
       m.recompute_modules = {};
       m.graphs = GraphMode::none;
+      m.pipeline = PipelineLayoutConfig{};  // every stage's parameters, in one model
       const std::unique_ptr<Backend> backend = make_backend(config.backend);
       GPTModel model(m, *backend, ParallelContext::single(), &weights);
     } catch (const WeightsError& e) {

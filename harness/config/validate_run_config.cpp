@@ -110,19 +110,10 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
         c.pp > 1 ? std::vector<std::string>{"tp", "cp", "dp"}
                  : std::vector<std::string>{"tp", "cp"});
 
-  // The pipeline schedule's microbatch rules (interleaved 1F1B), and what
-  // parity's pipeline does not run yet: each named, never a silent pass.
+  // The pipeline schedule's microbatch rules (interleaved 1F1B).
   if (!has("pp") && !has("vpp") && !has("microbatches")) {
     for (const PipelineLayoutViolation& v : validate_pipeline_schedule(c.pp, c.vpp, c.microbatches))
       add(v.field, v.rule, {"pp", "vpp"});
-  }
-  if (c.pp > 1) {
-    const std::string not_yet =
-        " is not supported with pipeline parallelism yet (pp = " + std::to_string(c.pp) + ")";
-    if (c.eval_every > 0) add("eval-every", "the evaluation forward" + not_yet, {"pp"});
-    if (!c.dump.empty()) add("dump", "--dump" + not_yet, {"pp"});
-    if (!c.load_weights.empty()) add("load-weights", "--load-weights" + not_yet, {"pp"});
-    if (c.observe_wgrad) add("observe-wgrad", "weight-gradient sites" + not_yet, {"pp"});
   }
 
   // Expert parallelism re-slices the cp x dp ranks (Megatron's expert rank order

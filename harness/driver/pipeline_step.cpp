@@ -56,17 +56,21 @@ at::Tensor hidden_buffer(const GPTModel& model) {
 
 }  // namespace
 
-std::int64_t pipeline_message_id(std::int64_t step, std::int64_t microbatches, int virtual_stages,
-                                 int microbatch, int producer, P2PTensor tensor) {
-  return ((step * microbatches + microbatch) * virtual_stages + producer) * 2 +
+std::int64_t pipeline_message_id(std::int64_t step, bool evaluation, std::int64_t microbatches,
+                                 int virtual_stages, int microbatch, int producer,
+                                 P2PTensor tensor) {
+  const std::int64_t run = step * 2 + (evaluation ? 1 : 0);
+  return ((run * microbatches + microbatch) * virtual_stages + producer) * 2 +
          (tensor == P2PTensor::gradient ? 1 : 0);
 }
 
-std::vector<ScheduleStep> stage_schedule(const GPTModel& model, std::int64_t microbatches) {
+std::vector<ScheduleStep> stage_schedule(const GPTModel& model, std::int64_t microbatches,
+                                         bool forward_only) {
   PipelineScheduleConfig config;
   config.pp = model.parallel().pp_size();
   config.vpp = model.chunk_count();
   config.microbatches = static_cast<int>(microbatches);
+  config.forward_only = forward_only;
   std::vector<ScheduleStep> steps = pipeline_schedule(config, model.parallel().pp_rank());
   // Fault pp-send-order: stage 0's first two activation sends trade places.
   if (fault_active(fault_pp_send_order) && model.parallel().pp_rank() == 0)
@@ -101,8 +105,9 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
         const bool send = op.direction == P2PDirection::send;
         const int producer =
             send ? here : (op.tensor == P2PTensor::activation ? here - 1 : here + 1);
-        const std::int64_t id = pipeline_message_id(in.step, microbatches, virtual_stages,
-                                                    op.microbatch, producer, op.tensor);
+        const std::int64_t id = pipeline_message_id(in.step, in.evaluation, microbatches,
+                                                    virtual_stages, op.microbatch, producer,
+                                                    op.tensor);
         if (send) {
           auto it = to_send.find(key);
           // Fault pp-send-order: the schedule's labels are swapped; the stage
@@ -145,9 +150,9 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
     if (s.pass == PipelinePass::forward) {
       step_heartbeat(StepPass::forward);
       LiveMicrobatch l;
-      l.input = chunk.first_virtual_stage
-                    ? in.tokens[mb]
-                    : take(P2PTensor::activation).detach().requires_grad_(true);
+      l.input = chunk.first_virtual_stage ? in.tokens[mb]
+                : in.evaluation           ? take(P2PTensor::activation)
+                                          : take(P2PTensor::activation).detach().requires_grad_(true);
       at::Tensor output =
           model.forward_chunk(s.chunk, l.input, in.positions, model.config().runtime_gather_output);
       if (chunk.last_virtual_stage) {
@@ -162,7 +167,7 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
             output.detach().contiguous();
         l.output = std::move(output);
       }
-      live[{s.microbatch, s.chunk}] = std::move(l);
+      if (!in.evaluation) live[{s.microbatch, s.chunk}] = std::move(l);
       continue;
     }
     auto it = live.find({s.microbatch, s.chunk});
@@ -175,6 +180,7 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
     if (fault_active(fault_pp_grads_cleared_per_microbatch))
       for (Parameter& p : model.parameters())
         if (p.value.grad().defined()) p.value.mutable_grad().zero_();
+    model.backward_starts();
     if (chunk.last_virtual_stage) {
       // Fault pp-loss-unscaled: the summed token loss, not its share of the mean.
       if (fault_active(fault_pp_loss_unscaled)) {
@@ -186,6 +192,7 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
       l.output.backward(take(P2PTensor::gradient));
     }
     step_heartbeat(StepPass::backward);
+    model.backward_finished(s.chunk);
     if (!chunk.first_virtual_stage) {
       at::Tensor g = l.input.grad();
       to_send[key_of(P2PTensor::gradient, s.microbatch, s.chunk)] =

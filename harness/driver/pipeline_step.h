@@ -25,6 +25,9 @@ struct PipelineStepInputs {
   at::Tensor positions;
   // What each microbatch's token losses are divided by (the global batch's tokens).
   double batch_tokens = 1;
+  // The evaluation's forwards (a forward_only schedule, under no grad): no
+  // backward, and messages numbered apart from the training step's.
+  bool evaluation = false;
 };
 
 // Per local microbatch, in microbatch order, on the stage holding the loss
@@ -35,18 +38,21 @@ struct PipelineStepOutputs {
 };
 
 // The schedule for `model`'s pipeline (its stage count and chunks) over
-// `microbatches`, validated (throws std::invalid_argument naming the rule).
-std::vector<ScheduleStep> stage_schedule(const GPTModel& model, std::int64_t microbatches);
+// `microbatches`, validated (throws std::invalid_argument naming the rule);
+// `forward_only`: the evaluation's.
+std::vector<ScheduleStep> stage_schedule(const GPTModel& model, std::int64_t microbatches,
+                                         bool forward_only = false);
 
 // Runs `schedule` (this stage's) for one step: gradients accumulate in the
 // parameters as in the non-pipelined loop; nothing is reduced here.
 PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineStepInputs& inputs,
                                               const std::vector<ScheduleStep>& schedule);
 
-// The message id both sides of one pipeline message agree on: step,
-// microbatch, the producing virtual stage (chunk * pp + stage) and activation
-// or gradient. Compared under --check-collectives.
-std::int64_t pipeline_message_id(std::int64_t step, std::int64_t microbatches, int virtual_stages,
-                                 int microbatch, int producer, P2PTensor tensor);
+// The message id both sides of one pipeline message agree on: step, training
+// or evaluation, microbatch, the producing virtual stage (chunk * pp + stage)
+// and activation or gradient. Compared under --check-collectives.
+std::int64_t pipeline_message_id(std::int64_t step, bool evaluation, std::int64_t microbatches,
+                                 int virtual_stages, int microbatch, int producer,
+                                 P2PTensor tensor);
 
 }  // namespace parity

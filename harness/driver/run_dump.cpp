@@ -3,10 +3,14 @@
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <set>
 
 #include "harness/base/safetensors.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
+#include "harness/parallel/byte_gather.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {
@@ -79,6 +83,26 @@ std::vector<std::pair<std::string, at::Tensor>> RunDump::full_tensors(
   return out;
 }
 
+std::vector<std::pair<std::string, at::Tensor>> RunDump::from_every_stage(
+    std::vector<std::pair<std::string, at::Tensor>> mine) const {
+  Communicator* pp = model_.parallel().pp;
+  if (pp == nullptr || pp->size() == 1) return mine;
+  const std::string bytes = safetensors::serialize(mine);
+  const at::Tensor packed = at::empty({static_cast<std::int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(packed.data_ptr(), bytes.data(), bytes.size());
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  std::set<std::string> seen;
+  int stage = 0;
+  for (const at::Tensor& b : all_gather_bytes(*pp, packed)) {
+    const std::string_view view(static_cast<const char*>(b.data_ptr()),
+                                static_cast<std::size_t>(b.numel()));
+    for (auto& [name, t] :
+         safetensors::parse(view, "pipeline stage " + std::to_string(stage++)).tensors)
+      if (seen.insert(name).second) out.emplace_back(name, t.clone());
+  }
+  return out;
+}
+
 at::Tensor RunDump::gather_batch(const std::vector<at::Tensor>& per_microbatch,
                                  bool vocab_sharded) const {
   const ParallelContext& par = model_.parallel();
@@ -105,7 +129,7 @@ void RunDump::write_weights_and_inputs() {
   for (const Parameter& p : model_.parameters())
     for (auto& entry : full_tensors(p, p.value)) weights.push_back(std::move(entry));
   write("weights.safetensors", "the initial weights, full (unsharded), Megatron's key names",
-        weights);
+        from_every_stage(std::move(weights)));
   const ModelConfig& c = model_.config();
   const std::int64_t per_step = microbatches_ * model_.parallel().dp_size();
   std::vector<at::Tensor> tokens, labels;
@@ -124,13 +148,19 @@ void RunDump::write_weights_and_inputs() {
 void RunDump::write_outputs(std::int64_t step, const std::vector<at::Tensor>& logits,
                             const std::vector<at::Tensor>& token_losses) {
   if (step != 0) return;
-  const bool sharded = !logits.empty() && logits[0].size(-1) != model_.config().vocab;
-  at::Tensor l = gather_batch(logits, sharded);
-  at::Tensor loss = gather_batch(token_losses, false);
+  // Under PP only the last stage holds outputs (the others get empty lists).
+  std::vector<std::pair<std::string, at::Tensor>> outputs;
+  if (!logits.empty()) {
+    const bool sharded = logits[0].size(-1) != model_.config().vocab;
+    outputs.emplace_back("logits", gather_batch(logits, sharded));
+    outputs.emplace_back("loss", gather_batch(token_losses, false));
+  }
+  outputs = from_every_stage(std::move(outputs));
+  if (outputs.size() != 2) throw std::logic_error("--dump: no stage holds the step's logits");
   write("logits.safetensors", "step 0's logits, [global batch, seq, vocab] (gathered)",
-        {{"logits", l}});
+        {outputs[0]});
   write("loss.safetensors", "step 0's per-token cross entropy, [global batch, seq]",
-        {{"loss", loss}});
+        {outputs[1]});
 }
 
 void RunDump::write_gradients(std::int64_t step) {
@@ -143,7 +173,7 @@ void RunDump::write_gradients(std::int64_t step) {
   write("grads.safetensors",
         "step 0's gradients after finalize_grads (of the mean loss over the global batch), "
         "full, named grad.<parameter>",
-        grads);
+        from_every_stage(std::move(grads)));
 }
 
 void RunDump::write_observations(const TraceRecorder& recorder) {

@@ -72,6 +72,10 @@ class RunDump {
   // experts), each named by its global expert index.
   std::vector<std::pair<std::string, at::Tensor>> full_tensors(const Parameter& p,
                                                                const at::Tensor& local) const;
+  // Under PP: every stage's `mine` (its parameters, or the last stage's
+  // outputs), in stage order, a name held by two stages once; without PP `mine`.
+  std::vector<std::pair<std::string, at::Tensor>> from_every_stage(
+      std::vector<std::pair<std::string, at::Tensor>> mine) const;
   // [s_local, b, ...] per local microbatch -> [global batch, seq, ...] of the step.
   at::Tensor gather_batch(const std::vector<at::Tensor>& per_microbatch, bool vocab_sharded) const;
   // Writes (and lists) the file only when `writer` (default: this rank is the dump's writer).

@@ -79,17 +79,37 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
   model.set_training(false);
   const at::Tensor positions = model.local_positions();
   double share = 0;
-  for (std::int64_t m = 0; m < o.microbatches; ++m) {
-    step_heartbeat(StepPass::forward);
-    const MicrobatchData data = microbatch_data(
-        c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
-    const at::Tensor logits =
-        model.forward(model.slice_sequence(data.tokens), positions, c.runtime_gather_output);
-    share +=
-        model.token_losses(logits, model.slice_sequence(data.labels)).sum().item<double>() / tokens;
+  if (par.pp_size() > 1) {
+    // The stages run Megatron's forward_only schedule; the last holds the losses.
+    PipelineStepInputs pin;
+    pin.step = step;
+    pin.positions = positions;
+    pin.batch_tokens = tokens;
+    pin.evaluation = true;
+    for (std::int64_t m = 0; m < o.microbatches; ++m) {
+      const MicrobatchData data = microbatch_data(
+          c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
+      pin.tokens.push_back(model.slice_sequence(data.tokens));
+      pin.labels.push_back(model.slice_sequence(data.labels));
+    }
+    const PipelineStepOutputs out = run_pipeline_microbatches(
+        model, pin, stage_schedule(model, o.microbatches, /*forward_only=*/true));
+    for (const at::Tensor& token_losses : out.token_losses)
+      share += token_losses.sum().item<double>() / tokens;
+  } else {
+    for (std::int64_t m = 0; m < o.microbatches; ++m) {
+      step_heartbeat(StepPass::forward);
+      const MicrobatchData data = microbatch_data(
+          c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
+      const at::Tensor logits =
+          model.forward(model.slice_sequence(data.tokens), positions, c.runtime_gather_output);
+      share += model.token_losses(logits, model.slice_sequence(data.labels)).sum().item<double>() /
+               tokens;
+    }
   }
   model.set_training(true);
-  return sum_over(par.dp, sum_over(par.cp, share));
+  // Only the stage with the loss holds a share; every rank reports the sum.
+  return sum_over(par.pp, sum_over(par.dp, sum_over(par.cp, share)));
 }
 
 bool wants(const TrainingOptions& o, const char* metric) {

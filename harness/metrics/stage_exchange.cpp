@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/parallel/byte_gather.h"
 #include "harness/parallel/communicator.h"
 
 namespace parity {
@@ -138,20 +139,14 @@ std::vector<PreparedEntry> decode_prepared(const at::Tensor& bytes, at::Device d
 std::vector<PreparedEntry> gather_across_stages(Communicator& pp,
                                                 const std::vector<PreparedEntry>& mine,
                                                 at::Device device) {
-  const at::Tensor bytes = encode_prepared(mine);
-  const at::Tensor lengths = pp.all_gather(at::full({1}, bytes.numel(), at::kLong), 0);
-  const std::int64_t longest = lengths.max().item<std::int64_t>();
-  at::Tensor padded = at::zeros({longest}, at::kByte);
-  padded.narrow(0, 0, bytes.numel()).copy_(bytes);
-  const at::Tensor all = pp.all_gather(padded, 0);
+  const std::vector<at::Tensor> all = all_gather_bytes(pp, encode_prepared(mine));
   std::vector<PreparedEntry> out;
   for (int stage = 0; stage < pp.size(); ++stage) {
     if (stage == pp.rank()) {
       out.insert(out.end(), mine.begin(), mine.end());
       continue;
     }
-    const std::int64_t n = lengths[stage].item<std::int64_t>();
-    for (PreparedEntry& e : decode_prepared(all.narrow(0, stage * longest, n), device))
+    for (PreparedEntry& e : decode_prepared(all[static_cast<std::size_t>(stage)], device))
       out.push_back(std::move(e));
   }
   return out;

@@ -34,7 +34,7 @@ at::Tensor encode_prepared(const std::vector<PreparedEntry>& entries);
 std::vector<PreparedEntry> decode_prepared(const at::Tensor& bytes, at::Device device);
 
 // Every stage's entries, in stage order (this stage's own included as given):
-// an all-gather over `pp` of the lengths, then of the padded bytes.
+// their bytes all-gathered over `pp` (all_gather_bytes).
 std::vector<PreparedEntry> gather_across_stages(Communicator& pp,
                                                 const std::vector<PreparedEntry>& mine,
                                                 at::Device device);

@@ -56,6 +56,7 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
     chunk.has_head = loss_at == ChunkId{pp_rank, v};
     chunk.first_virtual_stage = pp_rank == 0 && v == 0;
     chunk.last_virtual_stage = pp_rank == layout.pp - 1 && v == chunks - 1;
+    chunk.first_parameter = params_.parameters().size();
     if (chunk.embeds) embedding_ = std::make_unique<Embedding>("embedding", &config_, params_);
     for (std::int64_t i = chunk.first_layer; i < chunk.first_layer + chunk.layer_count; ++i) {
       // Fault local-layer-names: the layer's index within its chunk names it.
@@ -64,11 +65,25 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
                            parallel);
     }
     if (chunk.has_head) build_head(parallel);
+    chunk.parameter_count = params_.parameters().size() - chunk.first_parameter;
     chunks_.push_back(chunk);
   }
   if (config_.mtp_layers > 0 && !mtp_layers_.empty())
     mtp_tracked_losses_ = at::zeros(
         {config_.mtp_layers}, at::TensorOptions().dtype(at::kDouble).device(backend.device()));
+  if (weights && layout.pp > 1) {
+    // A file of the whole model: what the other stages build is theirs.
+    for (int p = 0; p < layout.pp; ++p)
+      for (int v = 0; v < chunks && p != pp_rank; ++v) {
+        const std::int64_t first = layer_offset(layout, v, p);
+        for (std::int64_t i = first; i < first + num_layers_to_build(layout, v, p); ++i)
+          weights->held_elsewhere_under("decoder.layers." + std::to_string(i) + ".");
+      }
+    if (embedding_at.pp_rank != pp_rank) weights->held_elsewhere_under("embedding.");
+    if (loss_at.pp_rank != pp_rank)
+      for (const char* head : {"decoder.final_layernorm.", "output_layer.", "mtp."})
+        weights->held_elsewhere_under(head);
+  }
   if (weights) weights->finish();
   if (config_.observe_wgrad)
     wgrad_sites_ = std::make_unique<WeightGradientSites>(params_.parameters());
@@ -160,8 +175,14 @@ void GPTModel::backward_starts() {
   if (wgrad_sites_) wgrad_sites_->backward_starts();
 }
 
-void GPTModel::backward_finished() {
-  if (wgrad_sites_) wgrad_sites_->deliver();
+void GPTModel::backward_finished(int chunk) {
+  if (!wgrad_sites_) return;
+  if (chunk < 0) {
+    wgrad_sites_->deliver(0, params_.parameters().size());
+  } else {
+    const ModelChunk& c = this->chunk(chunk);
+    wgrad_sites_->deliver(c.first_parameter, c.parameter_count);
+  }
 }
 
 at::Tensor GPTModel::decoder_forward(const ModelChunk& c, const at::Tensor& h,

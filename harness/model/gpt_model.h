@@ -261,6 +261,8 @@ struct ModelChunk {
   // stage P-1 chunk V-1): no activation arrives before the first, none leaves the last.
   bool first_virtual_stage = true;
   bool last_virtual_stage = true;
+  // Its parameters: GPTModel::parameters()[first_parameter, + parameter_count).
+  std::size_t first_parameter = 0, parameter_count = 0;
 };
 
 struct MtpBatch;                  // multi_token_prediction.h
@@ -304,8 +306,10 @@ class GPTModel {
   // --observe-wgrad: call around each microbatch's backward (on the rank
   // thread): the weight_gradient sites are notified once per parameter after
   // it (weight_gradient_sites.h). No-ops without the option.
+  // Under PP a backward step runs one chunk: `chunk` delivers that chunk's
+  // sites only (-1: every parameter's).
   void backward_starts();
-  void backward_finished();
+  void backward_finished(int chunk = -1);
   // Per-token next-token cross entropy [s_local, b] (fp32 or fp64), from
   // vocab-parallel or gathered logits (see docs/model.md).
   at::Tensor token_losses(const at::Tensor& logits, const at::Tensor& labels) const;

@@ -155,6 +155,17 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
 
 void LoadedWeights::held_elsewhere(const std::string& name) { used_.insert(name); }
 
+void LoadedWeights::held_elsewhere_under(const std::string& prefix) {
+  elsewhere_prefixes_.push_back(prefix);
+}
+
+bool LoadedWeights::accounted_for(const std::string& name) const {
+  if (used_.count(name)) return true;
+  for (const std::string& p : elsewhere_prefixes_)
+    if (name.compare(0, p.size(), p) == 0) return true;
+  return false;
+}
+
 void LoadedWeights::finish() {
   // A file that shares no name with the model is another kind of file (a
   // gradients dump, another model's checkpoint): one line says so instead of
@@ -164,7 +175,7 @@ void LoadedWeights::finish() {
   for (const NamedTensors& file : ranks_)
     for (const auto& [name, t] : file) {
       ++total;
-      matched += used_.count(name);
+      matched += accounted_for(name) ? 1 : 0;
       if (first_name.empty()) first_name = name;
     }
   if (total > 0 && matched == 0) {
@@ -181,7 +192,7 @@ void LoadedWeights::finish() {
   }
   for (std::size_t f = 0; f < ranks_.size(); ++f)
     for (const auto& [name, t] : ranks_[f])
-      if (used_.count(name) == 0)
+      if (!accounted_for(name))
         problems_.push_back(name + (files_.size() > 1 ? " (" + files_[f] + ")" : "") +
                             ": in the file (shape " + shape_text(t.sizes()) +
                             ") but the model has no such parameter" + qk_norm_hint(name));

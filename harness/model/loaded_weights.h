@@ -42,6 +42,7 @@ class LoadedWeights : public ParameterSource {
   // instead of thrown, so that finish() can name every problem at once.
   at::Tensor local_value(const ParameterRequest& request) override;
   void held_elsewhere(const std::string& name) override;
+  void held_elsewhere_under(const std::string& prefix) override;
   // Records every file entry no parameter asked for (or another rank holds),
   // then throws WeightsError when there is any problem.
   void finish() override;
@@ -54,7 +55,11 @@ class LoadedWeights : public ParameterSource {
   std::vector<std::string> files_;
   std::vector<NamedTensors> ranks_;  // one per file
   std::set<std::string> used_;
+  std::vector<std::string> elsewhere_prefixes_;
   std::vector<std::string> problems_;
+
+  // Asked for by the model, or held by another rank.
+  bool accounted_for(const std::string& name) const;
 
   const at::Tensor* find(std::size_t file, const std::string& name) const;
 };

@@ -32,6 +32,9 @@ class ParameterSource {
   // expert of another EP rank): an unsharded source has it and must not count
   // it as unknown.
   virtual void held_elsewhere(const std::string& name) { (void)name; }
+  // Every parameter whose name starts with `prefix` ("decoder.layers.5.",
+  // "embedding.") belongs to another pipeline stage.
+  virtual void held_elsewhere_under(const std::string& prefix) { (void)prefix; }
   // Called once after the model asked for every parameter (e.g. to reject
   // entries the model has no parameter for).
   virtual void finish() {}

@@ -59,9 +59,10 @@ void WeightGradientSites::backward_starts() {
   for (const auto& site : sites_) site->origin = origin;
 }
 
-void WeightGradientSites::deliver() {
+void WeightGradientSites::deliver(std::size_t first, std::size_t count) {
   at::NoGradGuard no_grad;
-  for (const auto& site : sites_) {
+  for (std::size_t i = first; i < first + count && i < sites_.size(); ++i) {
+    const auto& site = sites_[i];
     // Fault wgrad-hook-per-graph-task: the hooks notified already.
     if (!site->notify_each_firing)
       site->notify(site->arrived.defined() ? site->arrived : at::zeros(site->sizes, site->options));

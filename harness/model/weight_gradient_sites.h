@@ -15,6 +15,7 @@
 // when the outermost backward has returned, notifies each site once.
 #include <ATen/core/Tensor.h>
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -31,9 +32,10 @@ class WeightGradientSites {
   // Before a microbatch's backward, on the rank thread: where a hook that
   // notifies (fault wgrad-hook-per-graph-task) runs, on any thread.
   void backward_starts();
-  // After the microbatch's backward: one notification per parameter, in
-  // parameter order; the buffers are emptied.
-  void deliver();
+  // After the microbatch's backward: one notification per parameter of
+  // [first, first + count) (the parameters' order; under PP the backward
+  // step's chunk), in parameter order; their buffers are emptied.
+  void deliver(std::size_t first, std::size_t count);
   // Drops what arrived without a delivery (a backward outside the driver).
   void clear();
 

@@ -54,27 +54,27 @@ std::int64_t moe_sites_per_layer(const RunConfig& c) {
 }  // namespace
 
 std::size_t expected_site_count(const RunConfig& c, std::size_t parameters, int stage) {
-  if (c.pp > 1) {
-    // A stage observes the layers it builds, the last one the logits too
-    // (MoE and MTP do not run with PP yet: validate_run_config).
-    const PipelineLayoutConfig layout = model_config_from(c).pipeline_layout();
-    std::int64_t layers = 0;
-    for (int v = 0; v < virtual_stages(layout); ++v)
-      layers += num_layers_to_build(layout, v, stage);
-    return static_cast<std::size_t>(layers * 6 + (stage == c.pp - 1 ? 1 : 0));
+  // The layers the rank's stage builds (every layer without PP), each with its
+  // sites; the logits and the MTP depths' logits where the loss is.
+  const ModelConfig m = model_config_from(c);
+  const PipelineLayoutConfig layout = m.pipeline_layout();
+  std::int64_t sites = 0;
+  for (int v = 0; v < virtual_stages(layout); ++v) {
+    const std::int64_t first = layer_offset(layout, v, stage);
+    for (std::int64_t i = first; i < first + num_layers_to_build(layout, v, stage); ++i)
+      sites += m.moe.enabled() && m.moe.is_moe_layer(i, m.layers) ? moe_sites_per_layer(c) : 6;
   }
-  const std::int64_t moe = moe_layer_count(c);
-  return static_cast<std::size_t>((c.layers - moe) * 6 + moe * moe_sites_per_layer(c) + 1 +
-                                  c.mtp_layers) +
-         (c.observe_wgrad ? parameters : 0);
+  if (loss_chunk(layout).pp_rank == stage) sites += 1 + c.mtp_layers;
+  return static_cast<std::size_t>(sites) + (c.observe_wgrad ? parameters : 0);
 }
 
 std::string site_count_rule(const RunConfig& c) {
   const std::int64_t moe = moe_layer_count(c);
-  if (c.pp > 1) return "6 per layer the stage builds + the logits on the last stage";
-  std::string rule = moe == 0 ? "6 per layer + the logits"
-                              : "6 per dense layer, " + std::to_string(moe_sites_per_layer(c)) +
-                                    " per MoE layer (" + std::to_string(moe) + ") + the logits";
+  const std::string built = c.pp > 1 ? " the stage builds" : "";
+  std::string rule = moe == 0 ? "6 per layer" + built
+                              : "6 per dense layer" + built + ", " +
+                                    std::to_string(moe_sites_per_layer(c)) + " per MoE layer";
+  rule += c.pp > 1 ? " + the logits on the last stage" : " + the logits";
   if (c.mtp_layers > 0) rule += " + one MTP logits site per depth";
   if (c.observe_wgrad) rule += " + one weight_gradient site per parameter of the rank";
   return rule;
