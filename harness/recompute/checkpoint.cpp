@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <memory>
 #include <stdexcept>
 
 #include "harness/faults/code_path_faults.h"
@@ -12,6 +13,7 @@
 #include "harness/observation/tensor_observation.h"
 #include "harness/observation/thread_context.h"
 
+PARITY_USES_FAULT(chunk_recompute_observed);
 PARITY_USES_FAULT(grad_mode_gating);
 PARITY_USES_FAULT(missing_recompute_suspension);
 PARITY_USES_FAULT(observe_recompute_not_forward);
@@ -65,7 +67,11 @@ class RngRestoreScope {
 // observed execution), unless a code-path fault removes the suspension.
 struct RecomputeObservationScope {
   std::optional<TensorObservationSuspension> quiet;
-  RecomputeObservationScope() {
+  // `delayed`: other microbatches were forwarded since this checkpoint's
+  // forward (a pipeline stage's backward).
+  explicit RecomputeObservationScope(bool delayed = false) {
+    // Fault chunk-recompute-observed: a delayed recomputation is taken for a new forward.
+    if (delayed && fault_active(fault_chunk_recompute_observed)) return;
     // Fault missing-recompute-suspension: no suspension, sites observed twice.
     if (fault_active(fault_missing_recompute_suspension)) return;
     // Fault observe-recompute-not-forward: the recomputation is the observed execution.
@@ -94,8 +100,17 @@ at::Tensor detached_like(const at::Tensor& t) {
 }
 
 // ---------------------------------------------------------------- checkpoint
+// The microbatch of the latest checkpointed forward of the rank thread; a
+// checkpoint keeps the pointer, since a CUDA backward runs on another thread.
+std::shared_ptr<std::int64_t> latest_forward_microbatch() {
+  thread_local auto latest = std::make_shared<std::int64_t>(-1);
+  return latest;
+}
+
 struct CheckpointState : torch::CustomClassHolder {
   CheckpointFn fn;
+  std::shared_ptr<std::int64_t> latest_forward;
+  std::int64_t forward_microbatch = -1;
   RngTracker* rng = nullptr;
   RngSnapshot snapshot;
   std::string name;
@@ -107,6 +122,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
                                c10::intrusive_ptr<CheckpointState> state) {
     at::NoGradGuard no_grad;
     state->origin = capture_origin_context();
+    state->latest_forward = latest_forward_microbatch();
+    state->forward_microbatch = *state->latest_forward = current_execution_point().microbatch;
     if (state->rng != nullptr) state->snapshot = state->rng->snapshot();
     std::vector<at::Tensor> in(inputs.begin(), inputs.end());
     std::vector<at::Tensor> outs;
@@ -140,7 +157,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     {
       RngRestoreScope rng(state->rng, state->snapshot);
       at::AutoGradMode enable_grad(true);
-      RecomputeObservationScope quiet;
+      RecomputeObservationScope quiet(*state->latest_forward != state->forward_microbatch);
       RecomputationScope recomputing;
       log_execution(state->name, RecomputeExecution::recompute);
       outs = state->fn(detached);
@@ -217,6 +234,8 @@ namespace detail {
 
 struct WithoutOutputState : torch::CustomClassHolder {
   std::function<at::Tensor(const at::Tensor&)> fn;
+  std::shared_ptr<std::int64_t> latest_forward;  // as CheckpointState's
+  std::int64_t forward_microbatch = -1;
   RngTracker* rng = nullptr;
   RngSnapshot snapshot;
   std::string name;
@@ -240,7 +259,7 @@ struct WithoutOutputState : torch::CustomClassHolder {
     {
       RngRestoreScope restore(rng, snapshot);
       at::AutoGradMode enable_grad(true);
-      RecomputeObservationScope quiet;
+      RecomputeObservationScope quiet(*latest_forward != forward_microbatch);
       RecomputationScope recomputing;
       log_execution(name, RecomputeExecution::recompute);
       recomputed = fn(detached_input);
@@ -271,6 +290,8 @@ struct CheckpointWithoutOutputFunction
                             c10::intrusive_ptr<WithoutOutputState> state) {
     at::NoGradGuard no_grad;
     state->origin = capture_origin_context();
+    state->latest_forward = latest_forward_microbatch();
+    state->forward_microbatch = *state->latest_forward = current_execution_point().microbatch;
     if (state->rng != nullptr) state->snapshot = state->rng->snapshot();
     at::Tensor out;
     {
