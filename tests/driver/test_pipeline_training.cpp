@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,11 +28,13 @@ namespace parity {
 namespace {
 
 struct PipelineLayout {
-  const char* name;
+  std::string name;
   int tp, dp, pp, vpp, layers, microbatches;
   int first_stage_layers = 0;
   const char* layout = "";
   bool check_collectives = false;
+  int cp = 1;
+  bool sp = false;
 };
 std::string layout_name(const ::testing::TestParamInfo<PipelineLayout>& info) {
   return info.param.name;
@@ -41,6 +44,8 @@ void PrintTo(const PipelineLayout& l, std::ostream* os) { *os << l.name; }
 RunConfig pipeline_run(const PipelineLayout& l) {
   RunConfig c = testing::small_config<RunConfig>();
   c.tp = l.tp;
+  c.cp = l.cp;
+  c.sp = l.sp;
   c.dp = l.dp;
   c.pp = l.pp;
   c.vpp = l.vpp;
@@ -73,14 +78,15 @@ TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
   const PipelineLayout l = GetParam();
   const RunConfig piped = pipeline_run(l);
   RunConfig whole = piped;
-  whole.tp = whole.dp = 1;
+  whole.tp = whole.cp = whole.dp = 1;
+  whole.sp = false;
   whole.clear_pipeline();
   whole.microbatches = l.microbatches * l.dp;
   const LaunchResult single = run(whole);
   const LaunchResult ranks = run(piped);
   ASSERT_TRUE(single.ok() && ranks.ok());
   const nlohmann::json& s0 = single.results[0];
-  ASSERT_EQ(static_cast<int>(ranks.results.size()), l.tp * l.dp * l.pp);
+  ASSERT_EQ(static_cast<int>(ranks.results.size()), l.tp * l.cp * l.dp * l.pp);
 
   // Which stage builds each layer (pipeline_layout.h, Megatron's arithmetic).
   PipelineLayoutConfig placement;
@@ -136,7 +142,7 @@ TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
   }
   // Every parameter lives on exactly one stage (and on every tp and dp rank of it).
   EXPECT_EQ(holders.size(), s0["steps"][1]["grad_norms"].size());
-  for (const auto& [name, n] : holders) EXPECT_EQ(n, l.tp * l.dp) << name;
+  for (const auto& [name, n] : holders) EXPECT_EQ(n, l.tp * l.cp * l.dp) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -151,6 +157,31 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineLayout{"pp2_vpp2_checked_collectives", 1, 2, 2, 2, 4, 2, 0, "",
                                      true}),
     layout_name);
+
+// The matrix: every TP x SP x CP x DP layout of the model-parallel matrix
+// (tp 1 or 2, sp where tp > 1, cp 1 or 2, dp 1 or 2) under pp 2, with one
+// chunk per stage (1F1B) and with two (interleaved 1F1B), up to 16 thread ranks.
+std::vector<PipelineLayout> pipeline_matrix() {
+  std::vector<PipelineLayout> out;
+  for (int tp : {1, 2})
+    for (bool sp : {false, true}) {
+      if (sp && tp == 1) continue;
+      for (int cp : {1, 2})
+        for (int dp : {1, 2})
+          for (int vpp : {1, 2}) {
+            PipelineLayout l{"tp" + std::to_string(tp) + (sp ? "_sp" : "") + "_cp" +
+                                 std::to_string(cp) + "_dp" + std::to_string(dp) + "_pp2" +
+                                 (vpp > 1 ? "_vpp2" : ""),
+                             tp, dp, 2, vpp, 2 * vpp, 2};
+            l.cp = cp;
+            l.sp = sp;
+            out.push_back(l);
+          }
+    }
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Matrix, PipelineTraining, ::testing::ValuesIn(pipeline_matrix()),
+                         layout_name);
 
 // Megatron's interleaved schedule needs the microbatches in multiples of the
 // stages: refused before any rank starts, naming the field and the rule.
