@@ -423,14 +423,13 @@ void pick_pipeline(RunConfig& c) {
       c.pp_layout += (s ? "|" : "") + std::string("t*") + std::to_string(per_stage);
     c.pp_layout += "L";
   }
-  c.graphs = GraphOption::none;
-  c.graph_warmup = 1;
-  c.graph_scope.clear();
   c.moe_experts = 0;
   c.ep = 1;
   c.mtp_layers = 0;
   c.mtp_repeated_layer = false;
-  c.observe_wgrad = sometimes(4);  // per chunk: a backward step delivers its chunk's sites
+  pick_graphs(c);
+  // Eager only; per chunk: a backward step delivers its chunk's sites.
+  c.observe_wgrad = c.graphs == GraphOption::none && sometimes(4);
   c.untie = true;
   c.check_collectives = sometimes(2);
 }

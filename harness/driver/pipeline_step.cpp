@@ -137,7 +137,9 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
 
     const ModelChunk& chunk = model.chunk(s.chunk);
     const auto mb = static_cast<std::size_t>(s.microbatch);
-    ExecutionPointScope point(ExecutionPoint{in.step, s.microbatch, GraphPhase::eager});
+    // Keep the phase: under full-iteration graphs the runner set it around the schedule.
+    ExecutionPointScope point(
+        ExecutionPoint{in.step, s.microbatch, current_execution_point().phase});
     auto take = [&](P2PTensor tensor) {
       auto it = arrived.find(key_of(tensor, s.microbatch, s.chunk));
       if (it == arrived.end())

@@ -191,21 +191,31 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   };
   std::vector<at::Tensor> logits_of, loss_of, token_losses_of;
   if (schedule) {
-    // A pipeline stage runs its schedule's forwards and backwards; the stage
-    // with the loss returns the microbatches' outputs, the others nothing.
+    // A pipeline stage runs its schedule's forwards and backwards (as the
+    // iteration a full-iteration graph captures); the stage with the loss
+    // returns the microbatches' outputs, the others nothing.
+    auto pipeline_body = [&](const std::vector<at::Tensor>& in) {
+      PipelineStepInputs pin;
+      pin.step = step;
+      pin.positions = in[0];
+      pin.batch_tokens = batch_tokens;
+      for (std::int64_t m = 0; m < o.microbatches; ++m) {
+        pin.tokens.push_back(in[static_cast<std::size_t>(1 + 2 * m)]);
+        pin.labels.push_back(in[static_cast<std::size_t>(2 + 2 * m)]);
+      }
+      PipelineStepOutputs piped = run_pipeline_microbatches(model, pin, *schedule);
+      std::vector<at::Tensor> out;
+      for (std::size_t m = 0; m < piped.logits.size(); ++m)
+        out.insert(out.end(), {piped.logits[m], piped.loss[m], piped.token_losses[m]});
+      return out;
+    };
     ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
-    PipelineStepInputs pin;
-    pin.step = step;
-    pin.positions = positions;
-    pin.batch_tokens = batch_tokens;
-    for (std::int64_t m = 0; m < o.microbatches; ++m) {
-      pin.tokens.push_back(inputs[static_cast<std::size_t>(1 + 2 * m)]);
-      pin.labels.push_back(inputs[static_cast<std::size_t>(2 + 2 * m)]);
+    const std::vector<at::Tensor> out = model.run_iteration(pipeline_body, inputs);
+    for (std::size_t i = 0; i + 2 < out.size(); i += 3) {
+      logits_of.push_back(out[i]);
+      loss_of.push_back(out[i + 1]);
+      token_losses_of.push_back(out[i + 2]);
     }
-    PipelineStepOutputs out = run_pipeline_microbatches(model, pin, *schedule);
-    logits_of = std::move(out.logits);
-    loss_of = std::move(out.loss);
-    token_losses_of = std::move(out.token_losses);
   } else {
     ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
     const std::vector<at::Tensor> out = model.run_iteration(body, inputs);

@@ -184,6 +184,10 @@ std::vector<at::Tensor> PhasedGraphRunner::run_iteration(const RegionFn& body,
                                   std::to_string(iteration.static_inputs.size()));
     for (size_t i = 0; i < inputs.size(); ++i) iteration.static_inputs[i].copy_(inputs[i]);
   }
+  // A replay runs the captured kernels; a backend that emulates them (the
+  // reference) runs this call's body, the same code: the body captured earlier
+  // refers to its own step's frame, gone by now.
+  iteration.fn = body;
   GraphPhaseScope replay(GraphPhase::replay);
   ++iteration.replays;
   return replay_iteration(iteration);

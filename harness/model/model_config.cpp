@@ -325,9 +325,6 @@ void pipeline_violations(const ModelConfig& c, Add&& add) {
   if (!c.pipelined()) return;
   const std::string not_yet =
       "is not supported with pipeline parallelism yet (pp = " + str(c.pipeline.pp) + ")";
-  if (c.graphs != GraphMode::none)
-    add("graphs", std::string(to_string(c.graphs)), "graphs " + not_yet + ": needs graphs none",
-        {"pp"});
   if (!c.untie_embeddings)
     add("untie", "false", "tied embeddings " + not_yet + ": needs untie", {"pp"});
   // Megatron's MTP on the last stage reads a copy of the word embeddings.

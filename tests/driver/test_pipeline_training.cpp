@@ -195,12 +195,21 @@ TEST(PipelineConfig, InterleavedScheduleRefusesMicrobatchesThatAreNotAMultipleOf
 }
 
 TEST(PipelineConfig, WhatThePipelineDoesNotRunYetIsRefusedByName) {
-  RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2});
-  c.graphs = GraphOption::per_layer;
-  bool named = false;
-  for (const ConfigViolation& v : validate_run_config(c))
-    named = named || (v.field == "graphs" && v.rule.find("pipeline") != std::string::npos);
-  EXPECT_TRUE(named);
+  for (const auto& [field, edit] : std::vector<std::pair<std::string, void (*)(RunConfig&)>>{
+           {"untie", [](RunConfig& c) { c.untie = false; }},
+           {"moe-experts",
+            [](RunConfig& c) {
+              c.moe_experts = 2;
+              c.moe_topk = 1;
+            }},
+           {"mtp-layers", [](RunConfig& c) { c.mtp_layers = 1; }}}) {
+    RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2});
+    edit(c);
+    bool named = false;
+    for (const ConfigViolation& v : validate_run_config(c))
+      named = named || (v.field == field && v.rule.find("pipeline") != std::string::npos);
+    EXPECT_TRUE(named) << field;
+  }
 }
 
 // The evaluation (Megatron's forward_only schedule) and the weight-gradient
