@@ -1,5 +1,6 @@
 // parity selfcheck (= check --self-check): every collective on every group.
 #include <ostream>
+#include <string>
 
 #include "harness/cli/commands.h"
 #include "harness/runtime/self_check.h"
@@ -11,7 +12,8 @@ int run_selfcheck_command(const CommandContext& ctx) {
   const int rank = printing_rank(ctx);
   if (rank == 0) {
     ctx.out << "parity selfcheck: runtime self-check on " << config.world_size() << " rank(s) = tp "
-            << config.tp << " x cp " << config.cp << " x dp " << config.dp << ", launch "
+            << config.tp << " x cp " << config.cp << " x dp " << config.dp
+            << (config.pp > 1 ? " x pp " + std::to_string(config.pp) : std::string()) << ", launch "
             << to_string(config.launch) << ", timeout " << config.timeout << " s";
     if (!config.inject.empty()) {
       ctx.out << ", inject";

@@ -83,7 +83,7 @@ void add_list_options(CLI::App* sub, ListOptions& l) {
 // checked against a model the self-check never builds).
 const std::vector<std::string_view>& selfcheck_keys() {
   static const std::vector<std::string_view> keys = {
-      "tp",      "cp",      "dp",     "ep",     "launch",
+      "tp",      "cp",      "dp",     "ep",     "pp",    "launch",
       "backend", "timeout", "report", "inject", "check-collectives"};
   return keys;
 }

@@ -7,6 +7,7 @@
 
 #include "harness/parallel/all_to_all.h"
 #include "harness/parallel/communicator.h"
+#include "harness/parallel/point_to_point.h"
 #include "harness/runtime/launcher.h"
 
 namespace parity {
@@ -134,6 +135,34 @@ void check_all_to_all(RankContext& ctx, Axis axis, Checker& c) {
   c.expect(got.recv_counts == want_counts, "all_to_all on " + name + ": receive counts");
 }
 
+// Point-to-point on the pipeline ring, as the schedules use it: in one batch
+// each stage sends 100 * rank + [0, 3) to the next stage (channel 0, the
+// activations') and 100 * rank + [10, 13) to the previous one (channel 1, the
+// gradients'), and receives what its neighbours sent.
+void check_point_to_point(RankContext& ctx, Checker& c) {
+  Communicator& g = ctx.group(Axis::pp);
+  const int n = g.size(), me = g.rank();
+  const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+  const std::vector<int>& ranks = g.global_ranks();
+  auto payload = [&](int group_rank, float offset) {
+    return at::arange(3, at::kFloat) + offset +
+           100.0f * static_cast<float>(ranks[static_cast<std::size_t>(group_rank)]);
+  };
+  auto id = [&](int from, int to) { return static_cast<std::int64_t>(from) * n + to; };
+  const at::Tensor like = at::empty({3}, at::kFloat);
+  const std::vector<at::Tensor> got = g.exchange({
+      PointToPointOp::send(next, payload(me, 0), id(me, next), "to the next stage", 0),
+      PointToPointOp::send(prev, payload(me, 10), id(me, prev), "to the previous stage", 1),
+      PointToPointOp::recv(prev, like, id(prev, me), "from the previous stage", 0),
+      PointToPointOp::recv(next, like, id(next, me), "from the next stage", 1),
+  });
+  c.expect(got.size() == 2, "point-to-point on pp: " + std::to_string(got.size()) +
+                                " received tensors, expected 2");
+  if (got.size() != 2) return;
+  c.expect_equal(got[0], payload(prev, 0), "point-to-point on pp: from the previous stage");
+  c.expect_equal(got[1], payload(next, 10), "point-to-point on pp: from the next stage");
+}
+
 }  // namespace
 
 nlohmann::json run_self_check(RankContext& ctx) {
@@ -148,17 +177,25 @@ nlohmann::json run_self_check(RankContext& ctx) {
     check_axis(ctx, Axis::ep, c);
     check_all_to_all(ctx, Axis::ep, c);
   }
+  const bool pipelined = ctx.topology.pp() > 1;
+  if (pipelined) {
+    check_axis(ctx, Axis::pp, c);
+    check_point_to_point(ctx, c);
+  }
 
   nlohmann::json groups;
   std::int64_t collectives = 0;
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep}) {
+  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep, Axis::pp}) {
     if (axis == Axis::ep && !expert_parallel) continue;
+    if (axis == Axis::pp && !pipelined) continue;
     groups[std::string(to_string(axis))] = ctx.group(axis).global_ranks();
     collectives += ctx.group(axis).calls_issued();
   }
+  nlohmann::json coordinates = {
+      {"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}};
+  if (pipelined) coordinates["pp"] = ctx.coordinates.pp;
   return {{"rank", ctx.rank},
-          {"coordinates",
-           {{"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}}},
+          {"coordinates", coordinates},
           {"groups", groups},
           {"checks", c.checks},
           {"failures", c.failures},
@@ -174,10 +211,15 @@ bool self_check_passed(const LaunchResult& result) {
 }
 
 std::string format_self_check_table(const LaunchResult& result) {
+  // The pp columns only when the ranks report a pipeline stage.
+  bool pipelined = false;
+  for (const nlohmann::json& j : result.results)
+    pipelined = pipelined || (j.is_object() && j["coordinates"].contains("pp"));
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%4s %3s %3s %3s  %-12s %-12s %-12s %6s %6s  %s\n", "rank", "tp",
-                "cp", "dp", "tp group", "cp group", "dp group", "colls", "checks", "result");
+  char line[320];
+  std::snprintf(line, sizeof line, "%4s %3s %3s %3s%s  %-12s %-12s %-12s%s %6s %6s  %s\n", "rank",
+                "tp", "cp", "dp", pipelined ? "  pp" : "", "tp group", "cp group", "dp group",
+                pipelined ? " pp group    " : "", "colls", "checks", "result");
   out += line;
   for (std::size_t r = 0; r < result.results.size(); ++r) {
     const nlohmann::json& j = result.results[r];
@@ -189,9 +231,14 @@ std::string format_self_check_table(const LaunchResult& result) {
     auto group = [&](const char* axis) { return list(j["groups"][axis].get<std::vector<int>>()); };
     const nlohmann::json& co = j["coordinates"];
     const int failures = static_cast<int>(j["failures"].size());
-    std::snprintf(line, sizeof line, "%4zu %3d %3d %3d  %-12s %-12s %-12s %6lld %6d  %s\n", r,
-                  co["tp"].get<int>(), co["cp"].get<int>(), co["dp"].get<int>(),
-                  group("tp").c_str(), group("cp").c_str(), group("dp").c_str(),
+    char stage[16] = "", stage_group[24] = "";
+    if (pipelined) {
+      std::snprintf(stage, sizeof stage, " %3d", co.value("pp", 0));
+      std::snprintf(stage_group, sizeof stage_group, " %-12s", group("pp").c_str());
+    }
+    std::snprintf(line, sizeof line, "%4zu %3d %3d %3d%s  %-12s %-12s %-12s%s %6lld %6d  %s\n", r,
+                  co["tp"].get<int>(), co["cp"].get<int>(), co["dp"].get<int>(), stage,
+                  group("tp").c_str(), group("cp").c_str(), group("dp").c_str(), stage_group,
                   static_cast<long long>(j.value("collectives", 0LL)), j["checks"].get<int>(),
                   failures ? ("FAILED (" + std::to_string(failures) + ")").c_str() : "ok");
     out += line;

@@ -447,6 +447,31 @@ TEST(Launcher, SelfCheckCoversTheExpertParallelGroups) {
   EXPECT_FALSE(dense.results[0]["groups"].contains("ep"));
 }
 
+// The pipeline axis: its group's collectives and the ring's point-to-point
+// batch (each stage sends to both neighbours and receives from both), with the
+// table's pp columns; pp 2 makes both neighbours the same rank.
+TEST(Launcher, SelfCheckCoversThePipelineGroupAndItsPointToPointRing) {
+  for (int pp : {2, 4}) {
+    RunConfig c = layout(2, 1, 2);
+    c.pp = pp;
+    const LaunchResult r = launch(c, kSelfCheckProgram);
+    ASSERT_TRUE(r.ok()) << r.failure->text();
+    EXPECT_TRUE(self_check_passed(r)) << format_self_check_table(r);
+    ASSERT_EQ(r.results.size(), static_cast<std::size_t>(4 * pp));
+    // Rank 5 = (tp 1, dp 0, pp 1): its stage's group is every 4th rank from 1.
+    std::vector<int> group;
+    for (int s = 0; s < pp; ++s) group.push_back(1 + 4 * s);
+    EXPECT_EQ(r.results[5]["groups"]["pp"].get<std::vector<int>>(), group);
+    EXPECT_EQ(r.results[5]["coordinates"]["pp"], 1);
+    const std::string table = format_self_check_table(r);
+    EXPECT_NE(table.find("pp group"), std::string::npos) << table;
+    // Without PP, no pp column.
+    const LaunchResult flat = launch(layout(2, 1, 1), kSelfCheckProgram);
+    ASSERT_TRUE(flat.ok());
+    EXPECT_EQ(format_self_check_table(flat).find("pp group"), std::string::npos);
+  }
+}
+
 TEST(Launcher, AnEpThatDoesNotDivideCpTimesDpIsRefusedBeforeAnyRankStarts) {
   LaunchSpec spec = launch_spec_from(layout(1, 1, 2));
   spec.ep = 3;
