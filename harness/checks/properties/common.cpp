@@ -55,13 +55,18 @@ std::int64_t moe_sites_per_layer(const RunConfig& c) {
 
 std::size_t expected_site_count(const RunConfig& c, std::size_t parameters, int stage) {
   if (c.pp > 1) {
-    // A stage observes the layers it builds, the last one the logits too
-    // (MoE and MTP do not run with PP yet: validate_run_config).
-    const PipelineLayoutConfig layout = model_config_from(c).pipeline_layout();
-    std::int64_t layers = 0;
-    for (int v = 0; v < virtual_stages(layout); ++v)
-      layers += num_layers_to_build(layout, v, stage);
-    return static_cast<std::size_t>(layers * 6 + (stage == c.pp - 1 ? 1 : 0));
+    // A stage observes the layers it builds (by their global numbers, which
+    // say whether a layer is MoE), the last one the logits too (MTP does not
+    // run with PP yet: validate_run_config).
+    const ModelConfig m = model_config_from(c);
+    const PipelineLayoutConfig layout = m.pipeline_layout();
+    std::int64_t sites = stage == c.pp - 1 ? 1 : 0;
+    for (int v = 0; v < virtual_stages(layout); ++v) {
+      const std::int64_t first = layer_offset(layout, v, stage);
+      for (std::int64_t i = first; i < first + num_layers_to_build(layout, v, stage); ++i)
+        sites += m.moe.is_moe_layer(i, m.layers) ? moe_sites_per_layer(c) : 6;
+    }
+    return static_cast<std::size_t>(sites);
   }
   const std::int64_t moe = moe_layer_count(c);
   return static_cast<std::size_t>((c.layers - moe) * 6 + moe * moe_sites_per_layer(c) + 1 +
@@ -71,7 +76,10 @@ std::size_t expected_site_count(const RunConfig& c, std::size_t parameters, int 
 
 std::string site_count_rule(const RunConfig& c) {
   const std::int64_t moe = moe_layer_count(c);
-  if (c.pp > 1) return "6 per layer the stage builds + the logits on the last stage";
+  if (c.pp > 1)
+    return moe == 0 ? "6 per layer the stage builds + the logits on the last stage"
+                    : "6 per dense and " + std::to_string(moe_sites_per_layer(c)) +
+                          " per MoE layer the stage builds + the logits on the last stage";
   std::string rule = moe == 0 ? "6 per layer + the logits"
                               : "6 per dense layer, " + std::to_string(moe_sites_per_layer(c)) +
                                     " per MoE layer (" + std::to_string(moe) + ") + the logits";
