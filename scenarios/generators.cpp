@@ -426,7 +426,7 @@ void pick_pipeline(RunConfig& c) {
   c.graphs = GraphOption::none;
   c.graph_warmup = 1;
   c.graph_scope.clear();
-  c.moe_experts = 0;
+  c.moe_experts = 0;  // drawn last (pick_pipeline_moe)
   c.ep = 1;
   c.mtp_layers = 0;
   c.mtp_repeated_layer = false;
@@ -434,6 +434,26 @@ void pick_pipeline(RunConfig& c) {
   c.observe_wgrad = false;
   c.untie = true;
   c.check_collectives = sometimes(2);
+}
+
+void pick_pipeline_moe(RunConfig& c) {
+  // Drawn last, for the same reason as pick_evaluation.
+  if (!sometimes(3)) return;
+  pick_moe(c, /*always=*/true);
+  if (c.moe_experts == 0) return;  // tp > 1 without sp
+  // Where the MoE layers lie: every layer, every second one (layers 0, 2, ...),
+  // or the last layer only, so every stage but the last holds dense layers only.
+  if (c.layers > 1) {
+    c.moe_layers =
+        weighted<std::string>({{2, "all"}, {1, "every:2"}, {1, std::to_string(c.layers - 1)}});
+  }
+  // The MoE block's own checkpoint, the router metrics (outside any graph
+  // under PP) and the tracker, which every stage joins.
+  if (c.recompute.rfind("selective:", 0) == 0 && sometimes(2)) c.recompute += ",moe";
+  for (const std::string& m : router_metric_names())
+    if (sometimes(3)) c.metrics.push_back(m);
+  pick_moe_logging(c);
+  pick_collective_checks(c);
 }
 
 rc::Gen<RunConfig> gen_pipeline_scenario() {
@@ -446,6 +466,7 @@ rc::Gen<RunConfig> gen_pipeline_scenario() {
     pick_metrics(c);
     pick_launch(c);
     pick_optimizer(c);
+    pick_pipeline_moe(c);
     return c;
   });
 }
