@@ -14,6 +14,7 @@ PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
+PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(pp_send_order);
 PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
@@ -147,6 +148,24 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // Two microbatches at least (the interleaved schedule: a multiple of pp).
     if (s.pp < 2) return false;
     if (s.microbatches < 2) s.microbatches = s.vpp > 1 ? s.pp : 2;
+  } else if (fault == fault_moe_tracker_size_per_stage) {
+    // The tracker on pipeline stages that build different numbers of layers:
+    // MoE layers where the case has none (MoE with tp > 1 needs sp), and one
+    // more layer on the first stage where the placement is even.
+    if (s.pp < 2 || (s.tp > 1 && !s.sp)) return false;
+    if (s.moe_experts == 0) {
+      s.moe_experts = 2;
+      s.moe_topk = 1;
+    }
+    s.moe_per_layer_logging = true;
+    if (s.pp_first_layers == 0) {  // an even split (the generators' layout strings are even)
+      const int per_stage = s.layers / (s.pp * s.vpp) * s.vpp;
+      s.vpp = 1;
+      s.pp_layout.clear();
+      s.pp_first_layers = per_stage + 1;
+      s.layers = s.pp_first_layers + (s.pp - 1) * per_stage;
+      if (s.recompute == "full-uniform") s.recompute_layers = 1;  // a divisor of every count
+    }
   } else if (fault == fault_gqa_kv_heads_split_wrong) {
     // Two query groups over TP 4: ranks 1 and 2 hold a query head of one group
     // and, dealt round-robin, the other group's key and value (the generators'

@@ -423,7 +423,7 @@ void pick_pipeline(RunConfig& c) {
       c.pp_layout += (s ? "|" : "") + std::string("t*") + std::to_string(per_stage);
     c.pp_layout += "L";
   }
-  c.moe_experts = 0;
+  c.moe_experts = 0;  // drawn last (pick_pipeline_moe)
   c.ep = 1;
   c.mtp_layers = 0;
   c.mtp_repeated_layer = false;
@@ -432,6 +432,35 @@ void pick_pipeline(RunConfig& c) {
   c.observe_wgrad = c.graphs == GraphOption::none && sometimes(4);
   c.untie = true;
   c.check_collectives = sometimes(2);
+}
+
+void pick_pipeline_moe(RunConfig& c) {
+  // Drawn last, for the same reason as pick_evaluation.
+  if (!sometimes(3)) return;
+  pick_moe(c, /*always=*/true);
+  if (c.moe_experts == 0) return;  // tp > 1 without sp
+  // Where the MoE layers lie: every layer, every second one (layers 0, 2, ...),
+  // or the last layer only, so every stage but the last holds dense layers only.
+  if (c.layers > 1) {
+    c.moe_layers =
+        weighted<std::string>({{2, "all"}, {1, "every:2"}, {1, std::to_string(c.layers - 1)}});
+  }
+  // Per-layer graphs over MoE layers: the whole layer, or Megatron's partial
+  // scopes (the router graph; "moe" only with drop-and-pad), on every stage.
+  if (c.graphs == GraphOption::per_layer && sometimes(2)) {
+    std::vector<std::string> scopes = {"attn", "moe_router", "attn,moe_router",
+                                       "moe_router,moe_preprocess"};
+    if (c.moe_capacity_factor > 0) scopes.push_back("attn,moe");
+    c.graph_scope = one_of(scopes);
+  }
+  // The MoE block's own checkpoint, the router metrics (eager only: a graph
+  // may capture the router) and the tracker, which every stage joins.
+  if (c.recompute.rfind("selective:", 0) == 0 && sometimes(2)) c.recompute += ",moe";
+  if (c.graphs == GraphOption::none)
+    for (const std::string& m : router_metric_names())
+      if (sometimes(3)) c.metrics.push_back(m);
+  pick_moe_logging(c);
+  pick_collective_checks(c);
 }
 
 rc::Gen<RunConfig> gen_pipeline_scenario() {
@@ -445,6 +474,7 @@ rc::Gen<RunConfig> gen_pipeline_scenario() {
     pick_launch(c);
     pick_optimizer(c);
     pick_evaluation(c);
+    pick_pipeline_moe(c);
     return c;
   });
 }

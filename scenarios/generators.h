@@ -45,9 +45,15 @@ void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
 // Pipeline stages on a scenario drawn by the pieces above: pp 2 (4 where the
 // world allows), sometimes vpp 2 (microbatches a multiple of pp), an uneven
 // first stage or a layout string; the world kept <= 16 by halving dp, cp, tp.
-// What the pipeline does not run yet is turned off (graphs, MoE, MTP, the
-// evaluation forward, weight-gradient sites, tied embeddings).
+// What the pipeline does not run yet is turned off (graphs, MTP, the
+// evaluation forward, weight-gradient sites, tied embeddings), and MoE, which
+// pick_pipeline_moe draws last.
 void pick_pipeline(RunConfig& c);
+// MoE layers on about a third of the pipelined scenarios (pick_moe), on
+// every layer, every second one or the last one only (stages without MoE
+// layers), with router metrics, the tracker now and then, and checked
+// collectives.
+void pick_pipeline_moe(RunConfig& c);
 
 // Idle ranks: ranks that hold nothing for a reduction their group runs, where
 // a collective guarded by the data makes the group's ranks disagree (fault

@@ -17,6 +17,7 @@ PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(sp_grad_not_reduced);
 PARITY_USES_FAULT(local_layer_names);
 PARITY_USES_FAULT(last_stage_logits_everywhere);
+PARITY_USES_FAULT(moe_tracker_size_per_stage);
 
 namespace parity {
 
@@ -278,37 +279,52 @@ void GPTModel::begin_step() {
 
 std::vector<LoggedStatistic> GPTModel::logged_moe_statistics(std::int64_t microbatches) {
   const MoeConfig& m = config_.moe;
-  if (!m.per_layer_logging) return {};
-  // One fp64 vector of every layer's [losses (2), load (E)], reduced at once.
-  std::vector<at::Tensor> parts;
-  std::vector<const TransformerLayer*> moe_layers;
-  for (const TransformerLayer& layer : layers_) {
+  if (!m.enabled() || !m.per_layer_logging) return {};
+  // Megatron's tracker: one row per layer number of the whole model (the
+  // decoder's, then the MTP depths'), [losses (2), load (E)] each, on every
+  // rank, so every pipeline stage holds the same vector, with zeros in the
+  // rows of the layers it does not build (or that are dense), and takes part
+  // in every sum whatever it holds.
+  const std::int64_t stride = 2 + m.experts;
+  // Fault moe-tracker-size-per-stage (NVIDIA/Megatron-LM #3400, #3401): the
+  // stage sizes the vector by the layers it builds and fills it in their order.
+  const bool per_stage = fault_active(fault_moe_tracker_size_per_stage);
+  const std::int64_t rows =
+      per_stage ? static_cast<std::int64_t>(layers_.size()) : config_.layers + config_.mtp_layers;
+  at::NoGradGuard no_grad;
+  at::Tensor all =
+      at::zeros({rows * stride}, at::TensorOptions().dtype(at::kDouble).device(device()));
+  for (std::size_t slot = 0; slot < layers_.size(); ++slot) {
+    const TransformerLayer& layer = layers_[slot];
     if (!layer.moe()) continue;
     const TopKRouter& router = layer.moe()->router();
-    parts.push_back(router.step_tracked_losses().to(at::kDouble));
-    parts.push_back(router.step_tokens_per_expert().to(at::kDouble));
-    moe_layers.push_back(&layer);
+    const std::int64_t row = per_stage ? static_cast<std::int64_t>(slot) : layer.index();
+    all.narrow(0, row * stride, 2).copy_(router.step_tracked_losses());
+    all.narrow(0, row * stride + 2, m.experts).copy_(router.step_tokens_per_expert());
   }
-  if (parts.empty()) return {};
-  at::NoGradGuard no_grad;
   const ParallelContext& par = runtime_.parallel;
-  at::Tensor all = at::cat(parts);
   // Fault collective-skipped-when-zero: a rank whose share is all zeros (its
-  // tokens all padding) skips the sum its peers wait in.
+  // tokens all padding, or a pipeline stage without MoE layers) skips the sum
+  // its peers wait in.
   const bool skip_zero = fault_active(fault_collective_skipped_when_zero);
   const auto sum = [skip_zero](Communicator* group, const at::Tensor& t) {
     return skip_zero && !t.ne(0).any().item<bool>() ? t : sum_over(group, t);
   };
-  // The sequence's ranks hold shares (tp under SP, cp); DP ranks hold other data.
+  // Each stage adds its own layers' rows (Megatron's sum over the pipeline
+  // group first); then the sequence's ranks hold shares (tp under SP, cp) and
+  // DP ranks hold other data.
+  all = sum(par.pp, all);
   if (config_.sequence_parallel) all = sum(par.tp, all);
   all = sum(par.dp, sum(par.cp, all)).cpu();
   const double* v = all.data_ptr<double>();
   const double per_microbatch = 1.0 / (double(microbatches) * double(par.dp_size()));
   std::vector<LoggedStatistic> out;
-  const std::int64_t stride = 2 + m.experts;
-  for (std::size_t l = 0; l < moe_layers.size(); ++l) {
-    const std::string layer = moe_layers[l]->canonical_name();
-    const double* row = v + static_cast<std::int64_t>(l) * stride;
+  // The MoE layers by their global numbers, the same list on every stage (the
+  // per-stage fault's vector may hold fewer rows).
+  for (std::int64_t i = 0; i < std::min(rows, config_.layers); ++i) {
+    if (!m.is_moe_layer(i, config_.layers)) continue;
+    const std::string layer = "decoder.layers." + std::to_string(i);
+    const double* row = v + i * stride;
     if (m.aux_loss_coef > 0)
       out.push_back({"moe-load-balancing-loss", layer, row[0] * per_microbatch});
     if (m.z_loss_coef > 0) out.push_back({"moe-z-loss", layer, row[1] * per_microbatch});

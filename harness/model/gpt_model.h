@@ -355,8 +355,9 @@ class GPTModel {
   void begin_step();
   // Megatron's MoE metrics tracker with moe_per_layer_logging (track_moe_metrics),
   // after a step's forward and backward passes of `microbatches` microbatches
-  // and before end_step; every rank must call it (collectives over tp, cp and
-  // dp), and every rank returns the same values. Per MoE layer, in layer order:
+  // and before end_step; every rank must call it (collectives over pp, tp, cp
+  // and dp, a pipeline stage without MoE layers too), and every rank returns the
+  // same values. Per MoE layer of the whole model, in global layer order:
   //   moe-load-balancing-loss  (with --moe-aux-loss) and moe-z-loss (with
   //       --moe-z-loss): the microbatch's loss (the ranks' shares summed over
   //       the ranks that split the sequence), averaged over the step's

@@ -330,7 +330,6 @@ void pipeline_violations(const ModelConfig& c, Add&& add) {
   // Megatron's MTP on the last stage reads a copy of the word embeddings.
   if (c.mtp_layers > 0)
     add("mtp_layers", str(c.mtp_layers), "multi-token prediction " + not_yet, {"pp"});
-  if (c.moe.enabled()) add("moe_experts", str(c.moe.experts), "MoE layers " + not_yet, {"pp"});
 }
 
 std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp, int ep) const {

@@ -197,11 +197,6 @@ TEST(PipelineConfig, InterleavedScheduleRefusesMicrobatchesThatAreNotAMultipleOf
 TEST(PipelineConfig, WhatThePipelineDoesNotRunYetIsRefusedByName) {
   for (const auto& [field, edit] : std::vector<std::pair<std::string, void (*)(RunConfig&)>>{
            {"untie", [](RunConfig& c) { c.untie = false; }},
-           {"moe-experts",
-            [](RunConfig& c) {
-              c.moe_experts = 2;
-              c.moe_topk = 1;
-            }},
            {"mtp-layers", [](RunConfig& c) { c.mtp_layers = 1; }}}) {
     RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2});
     edit(c);

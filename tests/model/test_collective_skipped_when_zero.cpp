@@ -4,7 +4,8 @@
 // with fingerprints on (--check-collectives) the run stops with a mismatch
 // naming the idle rank (which issued something else: its next call, or its
 // exit barrier) and its peer (which issued the reduction); where no rank is
-// idle, the faulty run is the correct run.
+// idle, the faulty run is the correct run. A pipeline stage without MoE layers
+// is idle for the tracker's pipeline sum.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -129,6 +130,28 @@ TEST(CollectiveSkippedWhenZero, TheTrackersTpSumIsSkippedOnlyByTheSequenceParall
             std::string::npos)
       << text;
   c.padding_fraction = 0.25;
+  expect_unchanged_by_the_fault(c);
+}
+
+// A pipeline stage without MoE layers holds only zeros in the tracker's
+// vector: stage 0 (layer 0 dense) skips the pipeline sum that stage 1 (layer
+// 1, MoE) waits in; stage 0's next pipeline call, the loss's sum, meets it.
+TEST(CollectiveSkippedWhenZero, TheTrackersPipelineSumIsSkippedOnlyByTheStageWithoutMoeLayers) {
+  RunConfig c = moe_run();
+  c.layers = 2;
+  c.pp = 2;
+  c.microbatches = 2;
+  c.moe_layers = "1";
+  c.moe_per_layer_logging = true;
+  c.inject = {kFault};
+  const std::string text = failure_of(c);
+  // The tracker's vector: 2 layers x [aux loss, z-loss, load of 2 experts].
+  EXPECT_NE(text.find("collective mismatch on pp group [0, 1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 1 called all_reduce(sum) on pp, float64 [8], #"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 0 called all_reduce(sum) on pp, float64 [1], #"), std::string::npos)
+      << text;
+  c.moe_layers = "all";  // both stages hold an MoE layer: none skips
   expect_unchanged_by_the_fault(c);
 }
 

@@ -4,9 +4,12 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "harness/checks/check.h"
+#include "harness/config/model_mapping.h"
 #include "harness/graphs/graph_scope.h"
+#include "harness/model/pipeline_layout.h"
 #include "scenarios/fault_shapes.h"
 #include "scenarios/generators.h"
 
@@ -15,6 +18,7 @@ PARITY_USES_FAULT(aux_loss_tracker_host_side);
 PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
+PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(router_stats_include_padding);
@@ -83,6 +87,31 @@ RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
       RC_ASSERT(c.padding_fraction > 0);
     }
   }
+}
+
+// moe-tracker-size-per-stage: MoE layers and the tracker on stages that
+// build different numbers of layers (the per-stage vectors' sizes differ).
+RC_GTEST_PROP(FaultShapes, ShapedPipelineScenariosHoldTheTrackerOnUnevenStages, ()) {
+  const RunConfig generated = *scenarios::gen_pipeline_scenario();
+  RunConfig c = generated;
+  if (!scenarios::shape_for_fault(c, fault_moe_tracker_size_per_stage)) {
+    const std::vector<ConfigViolation> v = checks::validate_check_scenario(c);
+    RC_LOG() << (v.empty() ? std::string("valid") : format_for_cli(v.front())) << "\n";
+    // MoE needs sp with tp > 1: the one case declined
+    RC_ASSERT(generated.tp > 1 && !generated.sp);
+    return;
+  }
+  RC_ASSERT(checks::validate_check_scenario(c).empty());
+  RC_ASSERT(c.moe_experts > 0 && c.moe_per_layer_logging);
+  const PipelineLayoutConfig layout = model_config_from(c).pipeline_layout();
+  std::set<int> built;
+  for (int stage = 0; stage < c.pp; ++stage) {
+    int layers = 0;
+    for (int v = 0; v < virtual_stages(layout); ++v)
+      layers += num_layers_to_build(layout, v, stage);
+    built.insert(layers);
+  }
+  RC_ASSERT(built.size() > 1u);
 }
 
 // A fault without a shape leaves the scenario as generated.

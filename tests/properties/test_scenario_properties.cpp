@@ -18,7 +18,9 @@
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
+#include "harness/config/model_mapping.h"
 #include "harness/graphs/graph_scope.h"
+#include "harness/model/pipeline_layout.h"
 #include "scenarios/generators.h"
 #include "scenarios/quiet_listener.h"
 
@@ -154,9 +156,48 @@ RC_GTEST_PROP(ScenarioGenerators, EveryPipelineScenarioIsValid, ()) {
   RC_ASSERT(v.empty());
   RC_ASSERT(scenario.pp > 1);
   RC_ASSERT(scenario.world_size() <= 16);
-  RC_TAG(
-      "pp " + std::to_string(scenario.pp), "vpp " + std::to_string(scenario.vpp),
-      scenario.pp_layout.empty() ? (scenario.pp_first_layers > 0 ? "uneven" : "even") : "layout");
+  RC_TAG("pp " + std::to_string(scenario.pp), "vpp " + std::to_string(scenario.vpp),
+         scenario.pp_layout.empty() ? (scenario.pp_first_layers > 0 ? "uneven" : "even") : "layout",
+         scenario.moe_experts > 0 ? "MoE" : "dense");
+}
+
+// The stages without an MoE layer of an MoE scenario (pipeline_layout.h's placement).
+int stages_without_moe(const RunConfig& c) {
+  const ModelConfig m = model_config_from(c);
+  const PipelineLayoutConfig layout = m.pipeline_layout();
+  std::set<int> with_moe;
+  for (int i = 0; i < c.layers; ++i)
+    if (m.moe.is_moe_layer(i, m.layers)) with_moe.insert(chunk_of_layer(layout, i).pp_rank);
+  return c.pp - static_cast<int>(with_moe.size());
+}
+
+// MoE on pipeline layouts: on every stage, and with stages that hold no MoE
+// layer (which still join every sum of the MoE tracker), with the tracker on
+// and off, checked collectives on every MoE case, over 1F1B and interleaved.
+TEST(ScenarioGenerators, PipelineScenariosDrawMoeOnEveryStageAndStagesWithoutMoe) {
+  std::set<std::string> seen;
+  rc::detail::TestParams params;
+  params.seed = 20261204;
+  params.maxSuccess = 1000;
+  params.disableShrinking = true;
+  rc::detail::TestMetadata metadata;
+  metadata.id = "ScenarioGenerators/pipeline-moe";
+  scenarios::QuietListener quiet;
+  bool unchecked = false;
+  rc::detail::checkProperty(
+      rc::detail::toProperty([&] {
+        const RunConfig c = *scenarios::gen_pipeline_scenario();
+        if (c.moe_experts == 0) return;
+        unchecked = unchecked || !c.check_collectives;
+        seen.insert(stages_without_moe(c) > 0 ? "a stage without MoE" : "MoE on every stage");
+        seen.insert(c.moe_per_layer_logging ? "tracker" : "no tracker");
+        seen.insert(c.vpp > 1 ? "interleaved" : "1F1B");
+        if (c.ep > 1) seen.insert("ep 2");
+      }),
+      metadata, params, quiet);
+  EXPECT_FALSE(unchecked) << "an MoE pipeline scenario without --check-collectives";
+  EXPECT_EQ(seen, (std::set<std::string>{"a stage without MoE", "MoE on every stage", "tracker",
+                                         "no tracker", "interleaved", "1F1B", "ep 2"}));
 }
 
 // Issue 10: the generators cover every dtype with and without an fp32
