@@ -244,18 +244,26 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 // Pipeline stages: every stage loads its own layers from the whole model's
-// file and the dump gathers the stages' gradients and the last stage's outputs;
+// file and the dump gathers the stages' gradients and the last stage's outputs
+// (the MoE fixture: its two MoE layers on two stages, ep 2 within the dp 2 stage);
 // the 2-layer fixtures under pp 2 x vpp 2 take Megatron's layout string (the
 // embedding and the loss chunks hold no decoder layer).
 INSTANTIATE_TEST_SUITE_P(
     PipelineStages, MegatronConformance,
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("gqa"),
-                          std::string("mqa"), std::string("qknorm")),
+                          std::string("mqa"), std::string("qknorm"), std::string("moe")),
         ::testing::Values(Layout{"pp2", {"--pp", "2", "--dp", "1"}},
                           Layout{"pp2_vpp2",
                                  {"--pp", "2", "--vpp", "2", "--pp-layout", "E|t|t|L", "--dp", "1"}},
                           Layout{"pp2_tp2_dp2", {"--pp", "2", "--tp", "2", "--dp", "2"}})),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
+
+INSTANTIATE_TEST_SUITE_P(
+    PipelineStagesExpertParallel, MegatronConformance,
+    ::testing::Combine(::testing::Values(std::string("moe")),
+                       ::testing::Values(Layout{"pp2_dp2_ep2",
+                                                {"--pp", "2", "--dp", "2", "--ep", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 }  // namespace
