@@ -17,6 +17,7 @@ PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(pp_send_order);
+PARITY_USES_FAULT(static_grad_aliasing);
 PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
@@ -99,6 +100,15 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     }
     s.graph_warmup = std::max(s.graph_warmup, 1);
     s.steps = std::max(s.steps, 2);
+  } else if (fault == fault_static_grad_aliasing) {
+    // Per-layer graphs, a replay step, and a later microbatch whose replay
+    // overwrites the gradient an earlier one handed back.
+    if (s.graphs != GraphOption::per_layer) {
+      if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
+      s.graphs = GraphOption::per_layer;
+    }
+    s.steps = std::max(s.steps, 2);
+    s.microbatches = std::max(s.microbatches, 2);
   } else if (fault == fault_observe_forced_logits) {
     // Forced routing, which the router must not observe.
     if (s.moe_force_routing == ForceRoutingOption::none)

@@ -46,6 +46,9 @@ struct StepData {
   std::string logits_digest;
   std::map<std::string, std::string> grads;  // parameter -> digest
   std::map<std::string, double> grad_norms;  // parameter -> fp64 L2
+  // "decoder.layers.<i>/microbatch-<m>" -> fp64 L2 of the gradient at the
+  // layer's input (StepResult::input_grad_norms).
+  std::map<std::string, double> input_grad_norms;
   std::map<MetricKey, double> metrics;       // NaN where the result was NaN (JSON null)
 };
 

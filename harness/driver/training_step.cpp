@@ -236,6 +236,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   }
 
   ExecutionPointScope point(ExecutionPoint{step, -1, GraphPhase::eager});
+  r.input_grad_norms = model.layer_input_gradient_norms();
   if (o.after_backward) o.after_backward(step, logits_of, token_losses_of);
   model.finalize_grads();
   if (o.after_finalize_grads) o.after_finalize_grads(step);
@@ -289,6 +290,8 @@ nlohmann::json step_json(const StepResult& s) {
   for (const auto& [name, d] : s.grad_digests) grads[name] = digest_hex(d);
   nlohmann::json norms = nlohmann::json::object();
   for (const auto& [name, n] : s.grad_norms) norms[name] = n;
+  nlohmann::json input_grads = nlohmann::json::object();
+  for (const auto& [label, n] : s.input_grad_norms) input_grads[label] = n;
   nlohmann::json metrics = nlohmann::json::array();
   for (const StepMetric& m : s.metrics)
     metrics.push_back({{"metric", m.metric}, {"label", m.label}, {"value", m.value}});
@@ -300,6 +303,7 @@ nlohmann::json step_json(const StepResult& s) {
           {"grad_digest", digest_hex(s.grad_digest)},
           {"grads", grads},
           {"grad_norms", norms},
+          {"input_grad_norms", input_grads},
           {"metrics", metrics},
           {"observations", s.observations},
           {"seconds", s.seconds},

@@ -86,6 +86,10 @@ struct StepResult {
   std::vector<std::pair<std::string, std::uint64_t>> grad_digests;
   // Each gradient's L2 norm in fp64 (compared within tolerance where digests differ).
   std::vector<std::pair<std::string, double>> grad_norms;
+  // The L2 norm (fp64) of the gradient each decoder layer of the rank received
+  // at its input, per microbatch, read at the end of the step
+  // (GPTModel::layer_input_gradient_norms; graph_replay compares them).
+  std::vector<std::pair<std::string, double>> input_grad_norms;
   // The collector's results of the step and, with --moe-per-layer-logging,
   // the MoE tracker's (GPTModel::logged_moe_statistics), sorted by (metric, label).
   std::vector<StepMetric> metrics;

@@ -14,6 +14,7 @@
 #include "harness/recompute/checkpoint.h"
 
 PARITY_USES_FAULT(warmup_counted_as_step);
+PARITY_USES_FAULT(static_grad_aliasing);
 
 namespace parity {
 
@@ -260,7 +261,17 @@ struct ReplayFunction : torch::autograd::Function<ReplayFunction> {
     }
     if (!roots.empty()) torch::autograd::backward(roots, root_grads);
     variable_list result;
-    for (const at::Tensor& t : in) result.push_back(t.requires_grad() ? t.grad() : at::Tensor());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      at::Tensor g = in[i].requires_grad() ? in[i].grad() : at::Tensor();
+      // Fault static-grad-aliasing: the gradient goes back in the region's static
+      // input buffer, which the region's next replay overwrites.
+      if (g.defined() && fault_active(fault_static_grad_aliasing)) {
+        at::Tensor buffer = r.static_inputs[i].variable_data();
+        buffer.copy_(g);
+        g = buffer;
+      }
+      result.push_back(g);
+    }
     result.emplace_back();
     call->saved_inputs.clear();
     return result;

@@ -7,9 +7,11 @@
 
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/gather_output.h"
+#include "harness/model/layer_input_gradients.h"
 #include "harness/model/moe_layer.h"
 #include "harness/model/multi_token_prediction.h"  // the members mtp_layers_ hold
 #include "harness/model/weight_gradient_sites.h"
+#include "harness/observation/execution_point.h"
 #include "harness/parallel/rank_status.h"
 #include "harness/recompute/checkpoint.h"
 
@@ -89,6 +91,7 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
   if (config_.observe_wgrad)
     wgrad_sites_ = std::make_unique<WeightGradientSites>(params_.parameters());
 
+  layer_input_gradients_ = std::make_shared<LayerInputGradients>();
   graph_runner_ = backend.make_graph_runner();
   if (!graph_runner_->supports(config_.graphs)) {
     throw ModelConfigError(
@@ -233,6 +236,9 @@ at::Tensor GPTModel::run_layers(std::int64_t begin, std::int64_t end, const at::
     // backward when the gradient of its output arrives, is progress.
     step_heartbeat(StepPass::forward, number);
     at::Tensor accumulator = x;
+    if (runtime_.training)
+      LayerInputGradients::watch(layer_input_gradients_, accumulator, number,
+                                 current_execution_point().microbatch);
     x = run_layer(slot, x, positions, slot + 1 == end);
     if (x.requires_grad())
       x.register_hook([number](const at::Tensor&) { step_heartbeat(StepPass::backward, number); });
@@ -272,6 +278,7 @@ at::Tensor GPTModel::run_layer(std::int64_t slot, const at::Tensor& h, const at:
 
 void GPTModel::begin_step() {
   if (wgrad_sites_) wgrad_sites_->clear();
+  layer_input_gradients_->clear();
   if (mtp_tracked_losses_.defined()) mtp_tracked_losses_.zero_();
   for (TransformerLayer& layer : layers_)
     if (layer.moe()) layer.moe()->router().begin_step();
@@ -332,6 +339,10 @@ std::vector<LoggedStatistic> GPTModel::logged_moe_statistics(std::int64_t microb
       out.push_back({"moe-expert-load", layer + "/expert-" + std::to_string(e), row[2 + e]});
   }
   return out;
+}
+
+std::vector<std::pair<std::string, double>> GPTModel::layer_input_gradient_norms() {
+  return layer_input_gradients_->take_norms();
 }
 
 void GPTModel::end_step() {

@@ -268,6 +268,7 @@ struct ModelChunk {
 struct MtpBatch;                  // multi_token_prediction.h
 class MultiTokenPredictionLayer;  // multi_token_prediction.h
 class WeightGradientSites;        // weight_gradient_sites.h
+class LayerInputGradients;        // layer_input_gradients.h
 
 class GPTModel {
  public:
@@ -353,6 +354,11 @@ class GPTModel {
   // Before each training step: MoE routers zero their step counters
   // (TopKRouter::begin_step).
   void begin_step();
+  // After a training step's backward passes: ("decoder.layers.<i>/microbatch-<m>",
+  // fp64 L2 norm) of the gradient each decoder layer of this rank received at
+  // its input in each microbatch, read at the end of the step
+  // (layer_input_gradients.h says why).
+  std::vector<std::pair<std::string, double>> layer_input_gradient_norms();
   // Megatron's MoE metrics tracker with moe_per_layer_logging (track_moe_metrics),
   // after a step's forward and backward passes of `microbatches` microbatches
   // and before end_step; every rank must call it (collectives over pp, tp, cp
@@ -398,6 +404,7 @@ class GPTModel {
   // One per depth, or one for every depth with mtp_repeated_layer.
   std::vector<std::unique_ptr<MultiTokenPredictionLayer>> mtp_layers_;
   std::unique_ptr<WeightGradientSites> wgrad_sites_;
+  std::shared_ptr<LayerInputGradients> layer_input_gradients_;
   // fp64 [mtp_layers]: each depth's loss shares of the step so far, added on the
   // device; begin_step zeroes it in place.
   at::Tensor mtp_tracked_losses_;

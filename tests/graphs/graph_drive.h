@@ -33,6 +33,9 @@ struct StepResult {
   std::vector<double> losses;
   std::vector<at::Tensor> logits;
   std::map<std::string, at::Tensor> grads;
+  // Each layer's input gradient per microbatch, read after every backward of
+  // the step (GPTModel::layer_input_gradient_norms).
+  std::vector<std::pair<std::string, double>> input_grad_norms;
 };
 
 struct GraphRun {
@@ -105,6 +108,7 @@ inline GraphRun drive(const ModelConfig& c, int steps, int microbatches, bool in
           return std::vector<at::Tensor>{};
         },
         {});
+    result.input_grad_norms = model.layer_input_gradient_norms();
     model.finalize_grads();
     for (Parameter& p : model.parameters()) result.grads[p.name] = p.value.grad().clone();
     {
@@ -155,6 +159,13 @@ inline void expect_same_results(const GraphRun& graphs, const GraphRun& eager, d
     for (const auto& [name, g] : eager.steps[s].grads) {
       EXPECT_TRUE(same(graphs.steps[s].grads.at(name), g))
           << name << " rel " << rel_err(graphs.steps[s].grads.at(name), g);
+    }
+    ASSERT_EQ(graphs.steps[s].input_grad_norms.size(), eager.steps[s].input_grad_norms.size());
+    for (std::size_t i = 0; i < eager.steps[s].input_grad_norms.size(); ++i) {
+      const auto& [label, want] = eager.steps[s].input_grad_norms[i];
+      EXPECT_EQ(graphs.steps[s].input_grad_norms[i].first, label);
+      EXPECT_NEAR(graphs.steps[s].input_grad_norms[i].second, want, tol * std::abs(want))
+          << label << " (the gradient at the layer's input, read at the end of the step)";
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "tests/support/model_configs.h"
 
 PARITY_USES_FAULT(notify_on_replay);
+PARITY_USES_FAULT(static_grad_aliasing);
 PARITY_USES_FAULT(warmup_counted_as_step);
 
 namespace parity {
@@ -316,6 +317,32 @@ TEST(GraphPhasesFaults, WarmupCountedAsStepLabelsWarmupWithTheStep) {
   EXPECT_EQ(count_notes(bad, GraphPhase::warmup, false, true),
             count_notes(good, GraphPhase::warmup, false, false));
   EXPECT_EQ(count_notes(bad, GraphPhase::capture, false, true), 0) << "only the warmup moves";
+}
+
+// static-grad-aliasing: a replayed region hands its input gradients back in
+// its static input buffers. Kept until the end of the step (interleaved: every
+// forward, then every backward; or one microbatch after the other), the
+// earlier microbatches' gradients are overwritten by later replays, so they
+// differ from the eager run's; without the fault they are equal bit for bit.
+TEST(GraphPhasesFaults, StaticGradAliasingOverwritesGradientsStillHeld) {
+  ModelConfig c = graph_config();
+  const ModelConfig eager_cfg = c;
+  c.graphs = GraphMode::per_layer;
+  for (bool interleaved : {false, true}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "microbatch after microbatch");
+    const GraphRun eager = drive(eager_cfg, 2, 3, interleaved);
+    expect_same_results(drive(c, 2, 3, interleaved), eager);
+    CodePathFaultScope fault(fault_static_grad_aliasing);
+    const GraphRun bad = drive(c, 2, 3, interleaved);
+    ASSERT_EQ(bad.steps[1].input_grad_norms.size(), eager.steps[1].input_grad_norms.size());
+    int differ = 0;
+    for (std::size_t i = 0; i < eager.steps[1].input_grad_norms.size(); ++i)
+      differ += bad.steps[1].input_grad_norms[i].second != eager.steps[1].input_grad_norms[i].second;
+    EXPECT_GT(differ, 0) << "the replay step's held gradients were not overwritten";
+    // Step 0 records eagerly: no replay, nothing to overwrite.
+    for (std::size_t i = 0; i < eager.steps[0].input_grad_norms.size(); ++i)
+      EXPECT_EQ(bad.steps[0].input_grad_norms[i].second, eager.steps[0].input_grad_norms[i].second);
+  }
 }
 
 }  // namespace
