@@ -20,6 +20,7 @@
 #include "harness/metrics/placement.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/process_groups.h"
+#include "tests/support/named_owner.h"
 
 PARITY_USES_FAULT(prepare_aliases_buffer);
 PARITY_USES_FAULT(sp_residual_mislabel);
@@ -27,14 +28,7 @@ PARITY_USES_FAULT(sp_residual_mislabel);
 namespace parity {
 namespace {
 
-class Owner : public ObservationOwner {
- public:
-  explicit Owner(std::string name) : name_(std::move(name)) {}
-  const std::string& canonical_name() const override { return name_; }
-
- private:
-  std::string name_;
-};
+using Owner = testing::NamedOwner;
 
 RankGroups single_rank_groups() {
   RankGroups g;

@@ -19,6 +19,7 @@
 #include "harness/model/router_diagnostics.h"
 #include "harness/observation/router_diagnostic_channels.h"
 #include "tests/support/rank_threads.h"
+#include "tests/support/named_owner.h"
 
 namespace parity {
 namespace {
@@ -28,14 +29,7 @@ using C = RouterDiagnosticChannel;
 const char* const kRouterMetrics[] = {"layer-router-health", "layer-router-seq-aux-decomposition",
                                       "layer-router-routing-balance", "layer-router-expert-bias"};
 
-class Owner : public ObservationOwner {
- public:
-  explicit Owner(std::string name) : name_(std::move(name)) {}
-  const std::string& canonical_name() const override { return name_; }
-
- private:
-  std::string name_;
-};
+using Owner = testing::NamedOwner;
 
 std::vector<std::shared_ptr<const Metric>> router_metrics() {
   std::vector<std::string> names(std::begin(kRouterMetrics), std::end(kRouterMetrics));

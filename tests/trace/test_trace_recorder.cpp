@@ -12,18 +12,12 @@
 #include "harness/backend/stable_hash.h"
 #include "harness/observation/execution_point.h"
 #include "harness/trace/trace_recorder.h"
+#include "tests/support/named_owner.h"
 
 namespace parity {
 namespace {
 
-class Owner : public ObservationOwner {
- public:
-  explicit Owner(std::string name) : name_(std::move(name)) {}
-  const std::string& canonical_name() const override { return name_; }
-
- private:
-  std::string name_;
-};
+using Owner = testing::NamedOwner;
 
 TEST(TraceRecorder, RecordsEveryFieldOfANotification) {
   TraceRecorder recorder(3);
