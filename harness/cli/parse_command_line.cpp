@@ -82,9 +82,17 @@ void add_list_options(CLI::App* sub, ListOptions& l) {
 // launch takes. The model's options would be accepted and ignored (its sizes
 // checked against a model the self-check never builds).
 const std::vector<std::string_view>& selfcheck_keys() {
-  static const std::vector<std::string_view> keys = {
-      "tp",      "cp",      "dp",     "ep",     "pp",    "launch",
-      "backend", "timeout", "report", "inject", "check-collectives"};
+  static const std::vector<std::string_view> keys = {"tp",
+                                                     "cp",
+                                                     "dp",
+                                                     "ep",
+                                                     "pp",
+                                                     "launch",
+                                                     "backend",
+                                                     "timeout",
+                                                     "report",
+                                                     "inject",
+                                                     "check-collectives"};
   return keys;
 }
 bool selfcheck_reads(std::string_view key) {

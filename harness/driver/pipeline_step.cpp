@@ -105,9 +105,9 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
         const bool send = op.direction == P2PDirection::send;
         const int producer =
             send ? here : (op.tensor == P2PTensor::activation ? here - 1 : here + 1);
-        const std::int64_t id = pipeline_message_id(in.step, in.evaluation, microbatches,
-                                                    virtual_stages, op.microbatch, producer,
-                                                    op.tensor);
+        const std::int64_t id =
+            pipeline_message_id(in.step, in.evaluation, microbatches, virtual_stages, op.microbatch,
+                                producer, op.tensor);
         if (send) {
           auto it = to_send.find(key);
           // Fault pp-send-order: the schedule's labels are swapped; the stage
@@ -154,7 +154,7 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
       LiveMicrobatch l;
       l.input = chunk.first_virtual_stage ? in.tokens[mb]
                 : in.evaluation           ? take(P2PTensor::activation)
-                                          : take(P2PTensor::activation).detach().requires_grad_(true);
+                                : take(P2PTensor::activation).detach().requires_grad_(true);
       at::Tensor output =
           model.forward_chunk(s.chunk, l.input, in.positions, model.config().runtime_gather_output);
       if (chunk.last_virtual_stage) {

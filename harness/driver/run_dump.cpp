@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <cstring>
-#include <stdexcept>
 #include <set>
+#include <stdexcept>
 
 #include "harness/base/safetensors.h"
 #include "harness/model/gpt_model.h"
@@ -159,8 +159,7 @@ void RunDump::write_outputs(std::int64_t step, const std::vector<at::Tensor>& lo
   if (outputs.size() != 2) throw std::logic_error("--dump: no stage holds the step's logits");
   write("logits.safetensors", "step 0's logits, [global batch, seq, vocab] (gathered)",
         {outputs[0]});
-  write("loss.safetensors", "step 0's per-token cross entropy, [global batch, seq]",
-        {outputs[1]});
+  write("loss.safetensors", "step 0's per-token cross entropy, [global batch, seq]", {outputs[1]});
 }
 
 void RunDump::write_gradients(std::int64_t step) {

@@ -22,9 +22,9 @@ std::vector<std::pair<std::string, double>> LayerInputGradients::take_norms() {
   at::NoGradGuard no_grad;
   std::vector<std::pair<std::string, double>> out;
   for (const auto& [key, g] : kept_)
-    out.emplace_back("decoder.layers." + std::to_string(key.first) + "/microbatch-" +
-                         std::to_string(key.second),
-                     g.defined() ? g.to(at::kDouble).norm().item<double>() : 0.0);
+    out.emplace_back(
+        "decoder.layers." + std::to_string(key.first) + "/microbatch-" + std::to_string(key.second),
+        g.defined() ? g.to(at::kDouble).norm().item<double>() : 0.0);
   kept_.clear();
   return out;
 }

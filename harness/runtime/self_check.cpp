@@ -156,8 +156,8 @@ void check_point_to_point(RankContext& ctx, Checker& c) {
       PointToPointOp::recv(prev, like, id(prev, me), "from the previous stage", 0),
       PointToPointOp::recv(next, like, id(next, me), "from the next stage", 1),
   });
-  c.expect(got.size() == 2, "point-to-point on pp: " + std::to_string(got.size()) +
-                                " received tensors, expected 2");
+  c.expect(got.size() == 2,
+           "point-to-point on pp: " + std::to_string(got.size()) + " received tensors, expected 2");
   if (got.size() != 2) return;
   c.expect_equal(got[0], payload(prev, 0), "point-to-point on pp: from the previous stage");
   c.expect_equal(got[1], payload(next, 10), "point-to-point on pp: from the next stage");
@@ -194,12 +194,8 @@ nlohmann::json run_self_check(RankContext& ctx) {
   nlohmann::json coordinates = {
       {"tp", ctx.coordinates.tp}, {"cp", ctx.coordinates.cp}, {"dp", ctx.coordinates.dp}};
   if (pipelined) coordinates["pp"] = ctx.coordinates.pp;
-  return {{"rank", ctx.rank},
-          {"coordinates", coordinates},
-          {"groups", groups},
-          {"checks", c.checks},
-          {"failures", c.failures},
-          {"collectives", collectives},
+  return {{"rank", ctx.rank},        {"coordinates", coordinates}, {"groups", groups},
+          {"checks", c.checks},      {"failures", c.failures},     {"collectives", collectives},
           {"ok", c.failures.empty()}};
 }
 

@@ -172,7 +172,12 @@ std::vector<PipelineLayout> pipeline_matrix() {
             PipelineLayout l{"tp" + std::to_string(tp) + (sp ? "_sp" : "") + "_cp" +
                                  std::to_string(cp) + "_dp" + std::to_string(dp) + "_pp2" +
                                  (vpp > 1 ? "_vpp2" : ""),
-                             tp, dp, 2, vpp, 2 * vpp, 2};
+                             tp,
+                             dp,
+                             2,
+                             vpp,
+                             2 * vpp,
+                             2};
             l.cp = cp;
             l.sp = sp;
             out.push_back(l);

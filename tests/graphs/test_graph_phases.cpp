@@ -337,7 +337,8 @@ TEST(GraphPhasesFaults, StaticGradAliasingOverwritesGradientsStillHeld) {
     ASSERT_EQ(bad.steps[1].input_grad_norms.size(), eager.steps[1].input_grad_norms.size());
     int differ = 0;
     for (std::size_t i = 0; i < eager.steps[1].input_grad_norms.size(); ++i)
-      differ += bad.steps[1].input_grad_norms[i].second != eager.steps[1].input_grad_norms[i].second;
+      differ +=
+          bad.steps[1].input_grad_norms[i].second != eager.steps[1].input_grad_norms[i].second;
     EXPECT_GT(differ, 0) << "the replay step's held gradients were not overwritten";
     // Step 0 records eagerly: no replay, nothing to overwrite.
     for (std::size_t i = 0; i < eager.steps[0].input_grad_norms.size(); ++i)

@@ -253,10 +253,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("gqa"),
                           std::string("mqa"), std::string("qknorm"), std::string("moe")),
-        ::testing::Values(Layout{"pp2", {"--pp", "2", "--dp", "1"}},
-                          Layout{"pp2_vpp2",
-                                 {"--pp", "2", "--vpp", "2", "--pp-layout", "E|t|t|L", "--dp", "1"}},
-                          Layout{"pp2_tp2_dp2", {"--pp", "2", "--tp", "2", "--dp", "2"}})),
+        ::testing::Values(
+            Layout{"pp2", {"--pp", "2", "--dp", "1"}},
+            Layout{"pp2_vpp2", {"--pp", "2", "--vpp", "2", "--pp-layout", "E|t|t|L", "--dp", "1"}},
+            Layout{"pp2_tp2_dp2", {"--pp", "2", "--tp", "2", "--dp", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 INSTANTIATE_TEST_SUITE_P(

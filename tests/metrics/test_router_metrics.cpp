@@ -18,8 +18,8 @@
 #include "harness/metrics/router_metrics.h"
 #include "harness/model/router_diagnostics.h"
 #include "harness/observation/router_diagnostic_channels.h"
-#include "tests/support/rank_threads.h"
 #include "tests/support/named_owner.h"
+#include "tests/support/rank_threads.h"
 
 namespace parity {
 namespace {

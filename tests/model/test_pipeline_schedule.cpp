@@ -244,24 +244,23 @@ TEST(PipelineSchedule, ForwardOnlyRunsEveryForwardAndNoBackward) {
   c.forward_only = true;
   EXPECT_EQ(compute_order(pipeline_schedule(c, 0)), "F0.0 F1.0 F2.0");
   EXPECT_EQ(listing(pipeline_schedule(c, 0)),
-            (std::vector<std::string>{
-                "recv_forward []", "forward mb 0 chunk 0",
-                "send_forward [send activation mb 0 chunk 0 to stage 1]", "recv_forward []",
-                "forward mb 1 chunk 0", "send_forward [send activation mb 1 chunk 0 to stage 1]",
-                "recv_forward []", "forward mb 2 chunk 0",
-                "send_forward [send activation mb 2 chunk 0 to stage 1]"}));
+            (std::vector<std::string>{"recv_forward []", "forward mb 0 chunk 0",
+                                      "send_forward [send activation mb 0 chunk 0 to stage 1]",
+                                      "recv_forward []", "forward mb 1 chunk 0",
+                                      "send_forward [send activation mb 1 chunk 0 to stage 1]",
+                                      "recv_forward []", "forward mb 2 chunk 0",
+                                      "send_forward [send activation mb 2 chunk 0 to stage 1]"}));
   EXPECT_EQ(listing(pipeline_schedule(c, 1)),
-            (std::vector<std::string>{
-                "recv_forward [recv activation mb 0 chunk 0 from stage 0]", "forward mb 0 chunk 0",
-                "send_forward []", "recv_forward [recv activation mb 1 chunk 0 from stage 0]",
-                "forward mb 1 chunk 0", "send_forward []",
-                "recv_forward [recv activation mb 2 chunk 0 from stage 0]", "forward mb 2 chunk 0",
-                "send_forward []"}));
+            (std::vector<std::string>{"recv_forward [recv activation mb 0 chunk 0 from stage 0]",
+                                      "forward mb 0 chunk 0", "send_forward []",
+                                      "recv_forward [recv activation mb 1 chunk 0 from stage 0]",
+                                      "forward mb 1 chunk 0", "send_forward []",
+                                      "recv_forward [recv activation mb 2 chunk 0 from stage 0]",
+                                      "forward mb 2 chunk 0", "send_forward []"}));
   PipelineScheduleConfig v = cfg(2, 2, 4);
   v.forward_only = true;
   EXPECT_EQ(pipeline_warmup_forwards(v, 1), 8);  // every forward
-  EXPECT_EQ(compute_order(pipeline_schedule(v, 1)),
-            "F0.0 F1.0 F0.1 F1.1 F2.0 F3.0 F2.1 F3.1");
+  EXPECT_EQ(compute_order(pipeline_schedule(v, 1)), "F0.0 F1.0 F0.1 F1.1 F2.0 F3.0 F2.1 F3.1");
   PipelineScheduleConfig none = cfg(1, 1, 2);
   none.forward_only = true;
   EXPECT_EQ(compute_order(pipeline_schedule(none, 0)), "F0.0 F1.0");

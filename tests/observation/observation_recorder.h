@@ -82,8 +82,7 @@ inline void expect_live(KindSet expected, Recorder* target, std::vector<Recorder
   for (SourceKind k : kAllKinds) observe_tensor(probe_owner, "probe", k, t);
   if (target != nullptr) {
     EXPECT_EQ(target->kinds(), expected);
-    EXPECT_EQ(static_cast<int>(target->records.size()),
-              __builtin_popcount(expected.bits()));
+    EXPECT_EQ(static_cast<int>(target->records.size()), __builtin_popcount(expected.bits()));
     target->records.clear();
   } else {
     EXPECT_TRUE(expected.empty());

@@ -173,8 +173,8 @@ TEST(ObservationCallback, CallbackSeesTheSameThreadStateAndMayNestScopes) {
       observe_tensor(o, "suspended", SourceKind::mlp_output, tensor);
     }
   };
-  auto c = capture_tensor_observations(cb, KindSet{SourceKind::output_logits,
-                                                   SourceKind::mlp_output});
+  auto c =
+      capture_tensor_observations(cb, KindSet{SourceKind::output_logits, SourceKind::mlp_output});
   observe_tensor(owner, "outer", SourceKind::output_logits, t);
   EXPECT_EQ(seen, (std::vector<std::string>{"outer", "reentrant"}));
   EXPECT_FALSE(detail::observation_state.suspended);

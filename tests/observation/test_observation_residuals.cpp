@@ -114,8 +114,7 @@ TEST(ObservationResidualHelper, OnlyAccumulatorObservedDoesNotComputeTheContribu
   const at::Tensor output = at::ones({5, 7});
   Recorder rec;
   {
-    auto c =
-        capture_tensor_observations(rec.callback(), KindSet{SourceKind::residual_accumulator});
+    auto c = capture_tensor_observations(rec.callback(), KindSet{SourceKind::residual_accumulator});
     EXPECT_TRUE(is_observing_tensor(SourceKind::residual_accumulator));
     EXPECT_FALSE(is_observing_tensor(SourceKind::residual_contribution));
     EXPECT_NO_THROW(observe_layer_residuals(layer, accumulator, output));

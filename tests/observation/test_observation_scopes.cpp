@@ -23,11 +23,11 @@ using namespace testing;  // observation_recorder.h
 
 // --- the callback type ---------------------------------------------------------
 
-static_assert(std::is_same_v<TensorObservationCallback,
-                             std::function<void(const ObservationOwner&, std::string_view,
-                                                SourceKind, const at::Tensor&, OptionalDim,
-                                                OptionalDim, OptionalDim)>>,
-              "seven positional fields in Megatron's order");
+static_assert(
+    std::is_same_v<TensorObservationCallback,
+                   std::function<void(const ObservationOwner&, std::string_view, SourceKind,
+                                      const at::Tensor&, OptionalDim, OptionalDim, OptionalDim)>>,
+    "seven positional fields in Megatron's order");
 
 // --- no scope / empty set ---------------------------------------------------------
 

@@ -73,16 +73,25 @@ inline void print_step(const Step& s, int indent, std::ostream& os) {
       return;
     case Op::residuals:
       os << "residuals config.sequence_parallel="
-         << (s.sequence_parallel ? (*s.sequence_parallel ? "true" : "false") : "(no config)") << "\n";
+         << (s.sequence_parallel ? (*s.sequence_parallel ? "true" : "false") : "(no config)")
+         << "\n";
       return;
-    case Op::throw_boom: os << "throw\n"; return;
+    case Op::throw_boom:
+      os << "throw\n";
+      return;
     case Op::capture:
       os << "capture #" << s.id << " " << kinds_text(s.kinds)
          << (s.callback_throws ? " (callback throws)" : "");
       break;
-    case Op::suspend: os << "suspend"; break;
-    case Op::grad_mode: os << (s.grad_enabled ? "enable_grad" : "no_grad"); break;
-    case Op::catch_boom: os << "try"; break;
+    case Op::suspend:
+      os << "suspend";
+      break;
+    case Op::grad_mode:
+      os << (s.grad_enabled ? "enable_grad" : "no_grad");
+      break;
+    case Op::catch_boom:
+      os << "try";
+      break;
   }
   os << " {\n";
   print_block(s.body, indent + 2, os);
@@ -125,13 +134,12 @@ inline rc::Gen<SourceKind> gen_kind() {
 // 0-6 kinds drawn with repetition: the empty set, a few kinds and (rarely)
 // most of them; shrinks by dropping kinds.
 inline rc::Gen<KindSet> gen_kinds() {
-  return rc::gen::map(
-      rc::gen::resize(6, rc::gen::container<std::vector<SourceKind>>(gen_kind())),
-      [](const std::vector<SourceKind>& ks) {
-        KindSet s;
-        for (SourceKind k : ks) s.insert(k);
-        return s;
-      });
+  return rc::gen::map(rc::gen::resize(6, rc::gen::container<std::vector<SourceKind>>(gen_kind())),
+                      [](const std::vector<SourceKind>& ks) {
+                        KindSet s;
+                        for (SourceKind k : ks) s.insert(k);
+                        return s;
+                      });
 }
 
 inline rc::Gen<OptionalDim> gen_dim() {
@@ -171,18 +179,18 @@ inline rc::Gen<Step> gen_step(int depth) {
   // Bodies are built only when drawn, so the recursion is as deep as the program.
   const rc::Gen<std::vector<Step>> body =
       rc::gen::lazy([depth] { return gen_block(depth + 1, kMaxBlockLength); });
-  const rc::Gen<Step> capture =
-      build<Step>(set(&Step::op, just(Op::capture)), set(&Step::kinds, gen_kinds()),
-                  set(&Step::callback_throws,
-                      rc::gen::map(full_range(rc::gen::inRange(0, 6)), [](int i) { return i == 5; })),
-                  set(&Step::body, body));
+  const rc::Gen<Step> capture = build<Step>(
+      set(&Step::op, just(Op::capture)), set(&Step::kinds, gen_kinds()),
+      set(&Step::callback_throws,
+          rc::gen::map(full_range(rc::gen::inRange(0, 6)), [](int i) { return i == 5; })),
+      set(&Step::body, body));
   const rc::Gen<Step> suspend =
       build<Step>(set(&Step::op, just(Op::suspend)), set(&Step::body, body));
-  const rc::Gen<Step> grad_mode =
-      build<Step>(set(&Step::op, just(Op::grad_mode)),
-                  set(&Step::grad_enabled,
-                      rc::gen::map(full_range(rc::gen::inRange(0, 3)), [](int i) { return i == 2; })),
-                  set(&Step::body, body));
+  const rc::Gen<Step> grad_mode = build<Step>(
+      set(&Step::op, just(Op::grad_mode)),
+      set(&Step::grad_enabled,
+          rc::gen::map(full_range(rc::gen::inRange(0, 3)), [](int i) { return i == 2; })),
+      set(&Step::body, body));
   const rc::Gen<Step> catch_boom =
       build<Step>(set(&Step::op, just(Op::catch_boom)), set(&Step::body, body));
   return rc::gen::weightedOneOf<Step>({{3, observe},
@@ -225,7 +233,8 @@ inline std::vector<std::vector<Step>> block_shrinks(const std::vector<Step>& blo
     if (has_body(block[i].op)) {  // a scope or a try: keep only its body
       std::vector<Step> hoisted(block.begin(), block.begin() + static_cast<std::ptrdiff_t>(i));
       hoisted.insert(hoisted.end(), block[i].body.begin(), block[i].body.end());
-      hoisted.insert(hoisted.end(), block.begin() + static_cast<std::ptrdiff_t>(i) + 1, block.end());
+      hoisted.insert(hoisted.end(), block.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                     block.end());
       out.push_back(std::move(hoisted));
     }
   }
@@ -246,7 +255,8 @@ inline std::vector<Step> step_shrinks(const Step& s) {
     change(c);
     out.push_back(std::move(c));
   };
-  if (s.kind != SourceKind::residual_accumulator) with([](Step& c) { c.kind = SourceKind::residual_accumulator; });
+  if (s.kind != SourceKind::residual_accumulator)
+    with([](Step& c) { c.kind = SourceKind::residual_accumulator; });
   if (s.tp_shard_dim) with([](Step& c) { c.tp_shard_dim.reset(); });
   if (s.sequence_parallel) with([](Step& c) { c.sequence_parallel.reset(); });
   if (s.callback_throws) with([](Step& c) { c.callback_throws = false; });
@@ -255,7 +265,8 @@ inline std::vector<Step> step_shrinks(const Step& s) {
     if (!s.kinds.contains(static_cast<SourceKind>(i))) continue;
     with([i](Step& c) { c.kinds = KindSet::from_bits(c.kinds.bits() & ~(1u << i)); });
   }
-  for (std::vector<Step>& body : block_shrinks(s.body)) with([&](Step& c) { c.body = std::move(body); });
+  for (std::vector<Step>& body : block_shrinks(s.body))
+    with([&](Step& c) { c.body = std::move(body); });
   return out;
 }
 
@@ -279,9 +290,11 @@ inline rc::Seq<ThreadPrograms> program_shrinks(const ThreadPrograms& p) {
 inline rc::Gen<ThreadPrograms> gen_thread_programs() {
   const auto program = full_range(gen_block(0, kMaxProgramLength));
   return rc::gen::shrink(
-      rc::gen::map(rc::gen::resize(kMaxThreads,
-                                   rc::gen::nonEmpty(rc::gen::container<std::vector<std::vector<Step>>>(program))),
-                   &numbered),
+      rc::gen::map(
+          rc::gen::resize(
+              kMaxThreads,
+              rc::gen::nonEmpty(rc::gen::container<std::vector<std::vector<Step>>>(program))),
+          &numbered),
       &program_shrinks);
 }
 

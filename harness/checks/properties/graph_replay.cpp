@@ -21,8 +21,8 @@ namespace {
 // buffer sees it overwritten by a later replay of the same region before then
 // (fault static-grad-aliasing). Within the gradient tolerance: replays bypass
 // the scenario's checkpoints, so they may round differently.
-std::int64_t compare_layer_input_gradients(const CheckRun& a, const CheckRun& c,
-                                           PropertyResult& p, double tol) {
+std::int64_t compare_layer_input_gradients(const CheckRun& a, const CheckRun& c, PropertyResult& p,
+                                           double tol) {
   std::int64_t n = 0;
   for (std::size_t r = 0; r < a.ranks.size() && r < c.ranks.size(); ++r)
     for (std::size_t s = 0; s < a.ranks[r].steps.size() && s < c.ranks[r].steps.size(); ++s)
