@@ -156,9 +156,10 @@ def main():
     fc1 = full["decoder.layers.0.mlp.linear_fc1.weight"]
     fc2 = full["decoder.layers.0.mlp.linear_fc2.weight"]
     swiglu = fc1.shape[0] == 2 * fc2.shape[1]
-    if os.path.exists(a.outdir):
-        shutil.rmtree(a.outdir)
-    os.makedirs(a.outdir)
+    # What this script writes is replaced; anything else in OUTDIR (REGENERATE.md) is kept.
+    for name in ("tp2_pp2_vpp2", "pp2_uneven", "pp2_no_args", "pp2_bad_args", "tp1_release"):
+        shutil.rmtree(os.path.join(a.outdir, name), ignore_errors=True)
+    os.makedirs(a.outdir, exist_ok=True)
     safetensors_io.save(full, os.path.join(a.outdir, "full.safetensors"))
     torch.save(state_dict(list(full.items())), os.path.join(a.outdir, "state_dict.pt"))
     stream = torch.randint(0, 16, (2, 9), generator=torch.Generator().manual_seed(3))
