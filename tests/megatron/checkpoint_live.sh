@@ -3,7 +3,8 @@
 # other than the one that saved them and reproduce Megatron's loss and gradients.
 # tools/megatron/save_checkpoint.py writes the committed fixture's weights as a legacy
 # (--ckpt-format torch) checkpoint at TP 2 and at TP 2 x PP 2, and as torch_dist checkpoints at
-# the same layouts; parity loads the legacy folders directly and the torch_dist ones through
+# the same layouts, and its model.state_dict() alone (torch.save of the OrderedDict with
+# `_extra_state` entries); parity loads these directly and the torch_dist ones through
 # tools/megatron/convert_torch_dist.py, runs one step on the fixture's batch at TP 1, CP 2 and DP 2
 # with --dump, and compare_golden.py requires the fixture's weights bit for bit and its logits,
 # loss (rel 1e-5) and gradients (rel 1e-4). Needs the venv of ci/megatron-env; without it the test
@@ -57,7 +58,8 @@ if [[ $code -ne 2 ]] || ! grep -q "convert_torch_dist.py" "$work/dist.out"; then
   exit 1
 fi
 
-for weights in tp2pp1/legacy tp2pp2/legacy tp2pp1/converted.safetensors tp2pp2/converted.safetensors; do
+for weights in tp2pp1/legacy tp2pp2/legacy tp2pp1/converted.safetensors \
+  tp2pp2/converted.safetensors tp2pp1/state_dict.pt; do
   for layout in "--dp 1" "--cp 2" "--dp 2"; do
     read -r -a flags <<<"$layout"
     dp=1
@@ -71,4 +73,4 @@ for weights in tp2pp1/legacy tp2pp2/legacy tp2pp1/converted.safetensors tp2pp2/c
   done
 done
 echo "checkpoint $variant: Megatron Core's legacy and torch_dist checkpoints at TP 2 and TP 2 x PP 2" \
-  "load at TP 1, CP 2 and DP 2 and match the fixture"
+  "and its raw state dict load at TP 1, CP 2 and DP 2 and match the fixture"

@@ -8,7 +8,8 @@ FIXTURE_DIR is a golden.py folder (scenario.json, weights.safetensors). On the C
 with a file rendezvous (no port):
   1. a world of one builds the fixture's GPTModel (golden.build_model), loads weights.safetensors
      and saves it with Megatron Core's dist_checkpointing.save: OUTDIR/torch_dist_tp1/
-     (torch_dist: .metadata + __N_M.distcp);
+     (torch_dist: .metadata + __N_M.distcp); and torch.save(model.state_dict()) as it is (an
+     OrderedDict with `_extra_state` entries): OUTDIR/state_dict.pt;
   2. a world of TP x PP ranks builds the model at that layout (each pipeline stage with its own
      layers, pre_process / post_process as get_model sets them) and loads OUTDIR/torch_dist_tp1
      with dist_checkpointing.load (Megatron's own resharding); then every rank writes
@@ -90,6 +91,7 @@ def rank_main(rank, world, tp, pp, rendezvous, s, fixture, outdir):
     if world == 1 and tp == 1:
         golden.load_weights(model, os.path.join(fixture, "weights.safetensors"))
         dist_checkpointing.save(model.sharded_state_dict(), os.path.join(outdir, "torch_dist_tp1"))
+        torch.save(model.state_dict(), os.path.join(outdir, "state_dict.pt"))
     else:
         loaded = dist_checkpointing.load(model.sharded_state_dict(),
                                          os.path.join(outdir, "torch_dist_tp1"))
