@@ -399,7 +399,10 @@ MegatronCheckpoint read_megatron_folder(const std::string& path) {
     fail(where +
          ": a folder that is not a Megatron-LM checkpoint (expected "
          "latest_checkpointed_iteration.txt, iter_NNNNNNN/, mp_rank_XX/, model_optim_rng.pt or a "
-         "torch_dist .metadata)");
+         "torch_dist .metadata)" +
+         (has("weights.safetensors")
+              ? "; for a parity --dump folder give " + where + "/weights.safetensors"
+              : std::string()));
   }
   int tp = 0, pp = 0;
   for (const auto& [key, folder] : ranks) {

@@ -202,6 +202,8 @@ TEST(MegatronCheckpoint, EveryBadFolderIsOneLineNamingItAndTheRule) {
   const std::string empty = dir.path() + "/empty";
   files::create_directories(empty);
   expect_error(empty, empty + ": a folder that is not a Megatron-LM checkpoint");
+  write(empty + "/weights.safetensors", "");
+  expect_error(empty, "; for a parity --dump folder give " + empty + "/weights.safetensors");
 
   const std::string text_rank = dir.path() + "/text/mp_rank_00";
   files::create_directories(text_rank);
