@@ -116,6 +116,23 @@ void LoadedWeights::add_file(const std::string& source, NamedTensors all) {
   ranks_.push_back(std::move(kept));
 }
 
+// Under pipeline parallelism Megatron's last stage holds its own output_layer.weight
+// even when the embeddings are tied (kept equal to the first stage's embeddings):
+// a model that ties them (asks for the embeddings and no output layer) skips that
+// copy when every file's equals its embeddings.
+void LoadedWeights::skip_tied_output_copy() {
+  const std::string output = "output_layer.weight", embedding = "embedding.word_embeddings.weight";
+  if (!output_layer_copy_possible_ || used_.count(output) || !used_.count(embedding)) return;
+  for (std::size_t f = 0; f < ranks_.size(); ++f) {
+    const at::Tensor* copy = find(f, output);
+    const at::Tensor* original = find(f, embedding);
+    if (copy == nullptr || original == nullptr || copy->sizes() != original->sizes() ||
+        !at::equal(*copy, *original))
+      return;
+  }
+  used_.insert(output);
+}
+
 const at::Tensor* LoadedWeights::find(std::size_t file, const std::string& name) const {
   for (const auto& [n, t] : ranks_[file])
     if (n == name) return &t;
@@ -183,18 +200,8 @@ at::Tensor LoadedWeights::local_value(const ParameterRequest& r) {
 
 void LoadedWeights::held_elsewhere(const std::string& name) { used_.insert(name); }
 
-// Under pipeline parallelism Megatron's last stage holds its own output_layer.weight
-// even when the embeddings are tied (kept equal to the first stage's embeddings):
-// a model that ties them (asks for no output layer) skips that copy.
-bool LoadedWeights::is_tied_output_copy(std::size_t file, const std::string& name,
-                                        const at::Tensor& t) const {
-  if (!output_layer_copy_possible_ || name != "output_layer.weight") return false;
-  const at::Tensor* embedding = find(file, "embedding.word_embeddings.weight");
-  if (embedding == nullptr || used_.count("embedding.word_embeddings.weight") == 0) return false;
-  return embedding->sizes() == t.sizes() && at::equal(*embedding, t);
-}
-
 void LoadedWeights::finish() {
+  skip_tied_output_copy();
   // A file that shares no name with the model is another kind of file (a
   // gradients dump, another model's checkpoint): one line says so instead of
   // one line per tensor.
@@ -220,7 +227,7 @@ void LoadedWeights::finish() {
   }
   for (std::size_t f = 0; f < ranks_.size(); ++f)
     for (const auto& [name, t] : ranks_[f])
-      if (used_.count(name) == 0 && !is_tied_output_copy(f, name, t))
+      if (used_.count(name) == 0)
         problems_.push_back(name + (files_.size() > 1 ? " (" + files_[f] + ")" : "") +
                             ": in the file (shape " + shape_text(t.sizes()) +
                             ") but the model has no such parameter" + qk_norm_hint(name));

@@ -68,7 +68,7 @@ class LoadedWeights : public ParameterSource {
 
   const at::Tensor* find(std::size_t file, const std::string& name) const;
   void add_file(const std::string& source, NamedTensors tensors);
-  bool is_tied_output_copy(std::size_t file, const std::string& name, const at::Tensor& t) const;
+  void skip_tied_output_copy();
 };
 
 }  // namespace parity
