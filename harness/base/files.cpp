@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -129,6 +130,19 @@ void create_directories(const std::string& path) {
       throw std::runtime_error(system_error("cannot create directory", prefix));
   }
   if (!is_directory(path)) throw std::runtime_error("cannot create directory " + path + ": not a directory");
+}
+
+std::optional<std::vector<std::string>> list_directory(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return std::nullopt;
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 bool remove_tree(const std::string& path) noexcept {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace parity::files {
 
@@ -29,6 +30,9 @@ std::string why_not_writable(const std::string& path);
 
 bool exists(const std::string& path);
 bool is_directory(const std::string& path);
+// The names in a folder (without "." and ".."), sorted; nullopt when it cannot
+// be opened.
+std::optional<std::vector<std::string>> list_directory(const std::string& path);
 // mkdir -p; throws std::runtime_error naming the path on failure.
 void create_directories(const std::string& path);
 // rm -rf without following symbolic links; a missing path is not an error.

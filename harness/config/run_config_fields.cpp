@@ -346,13 +346,15 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(
       named(text("load-weights", &RunConfig::load_weights, kModel,
                  "the weights from FILE (safetensors or a torch.save state dict with Megatron's "
-                 "key names; unsharded, or FILE.tp0, FILE.tp1, ... per TP rank) instead of the "
+                 "key names; unsharded, or FILE.tp0, FILE.tp1, ... per TP rank; or a Megatron-LM "
+                 "legacy checkpoint folder or model_optim_rng.pt, any TP x PP) instead of the "
                  "seeded init (docs/weights.md)"),
             "FILE"));
   f.push_back(
       named(text("load-batch", &RunConfig::load_batch, kModel,
-                 "the inputs from FILE (safetensors: tokens and labels, int64 [global batch, "
-                 "seq]; reused by every step) instead of the seeded batch (docs/weights.md)"),
+                 "the inputs from FILE (safetensors or torch.save: tokens and labels, int64 "
+                 "[global batch, seq]; reused by every step) instead of the seeded batch "
+                 "(docs/weights.md)"),
             "FILE"));
   f.push_back(named(text("dump", &RunConfig::dump, kModel,
                          "parity run: write weights, inputs, step 0's logits, per-token loss and "

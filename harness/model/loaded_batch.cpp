@@ -18,8 +18,16 @@ LoadedBatch::LoadedBatch(const std::string& path, std::int64_t global_batch, std
     const at::Tensor* t = nullptr;
     for (const auto& [n, tensor] : file)
       if (n == name) t = &tensor;
-    if (t == nullptr)
-      throw BatchError(path + ": " + name + ": missing (expected " + expected + ")");
+    if (t == nullptr) {
+      // What the file holds instead: a weights or gradients file given by mistake.
+      std::string held;
+      for (std::size_t i = 0; i < file.size() && i < 3; ++i)
+        held += (i ? ", '" : "'") + file[i].first + "'";
+      if (file.size() > 3) held += ", ...";
+      throw BatchError(path + ": " + name + ": missing (expected " + expected +
+                       "; the file holds " + std::to_string(file.size()) + " tensor(s)" +
+                       (file.empty() ? "" : ": " + held) + ")");
+    }
     if (t->scalar_type() != at::kLong)
       throw BatchError(path + ": " + name + ": dtype " + c10::toString(t->scalar_type()) +
                        ", expected " + expected);

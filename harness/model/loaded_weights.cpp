@@ -4,8 +4,11 @@
 
 #include <algorithm>
 
+#include "harness/base/file_kind.h"
 #include "harness/base/files.h"
 #include "harness/base/shape_text.h"
+#include "harness/base/torch_save.h"
+#include "harness/model/megatron_checkpoint.h"
 
 namespace parity {
 namespace {
@@ -63,29 +66,71 @@ WeightsError::WeightsError(std::string path, std::vector<std::string> problems)
       path_(std::move(path)),
       problems_(std::move(problems)) {}
 
-LoadedWeights::LoadedWeights(const std::string& path) : path_(path) {
+LoadedWeights::LoadedWeights(const std::string& path) : path_(path), description_(path) {
+  const auto adopt = [&](MegatronCheckpoint c) {
+    description_ = c.description;
+    output_layer_copy_possible_ = c.output_layer_on_another_stage;
+    for (std::size_t t = 0; t < c.tp_ranks.size(); ++t)
+      add_file(c.tp_sources[t], std::move(c.tp_ranks[t]));
+  };
+  if (files::is_directory(path)) {
+    adopt(read_megatron_folder(path));
+    return;
+  }
   if (files::exists(path)) {
     if (files::exists(path + ".tp0"))
       throw WeightsError(path, {"both " + path + " (unsharded) and " + path +
                                 ".tp0 (per TP rank) exist: remove or rename one"});
-    files_.push_back(path);
-  } else {
-    for (int r = 0; files::exists(path + ".tp" + std::to_string(r)); ++r)
-      files_.push_back(path + ".tp" + std::to_string(r));
-    if (files_.empty())
-      throw TensorFileError(path + ": no such file (nor per-TP-rank files " + path + ".tp0, ...)");
-  }
-  for (const std::string& f : files_) {
-    NamedTensors all = read_tensor_file(f);
-    NamedTensors kept;
-    std::set<std::string> seen;
-    for (auto& [name, t] : all) {
-      if (ignored(name)) continue;
-      if (!seen.insert(name).second) throw WeightsError(f, {name + ": given twice"});
-      kept.emplace_back(name, std::move(t));
+    std::string why;
+    std::optional<std::string> bytes = files::read_file(path, &why);
+    if (!bytes) throw TensorFileError(path + ": " + why);
+    if (!is_zip(*bytes)) {
+      add_file(path, parse_tensor_file(std::move(*bytes), path));
+      return;
     }
-    ranks_.push_back(std::move(kept));
+    const TorchSaveFile file(std::move(*bytes), path);
+    if (is_megatron_checkpoint(file.root()))
+      adopt(read_megatron_file(file));
+    else
+      add_file(path, top_level_tensors(file));
+    return;
   }
+  std::vector<std::string> per_rank;
+  for (int r = 0; files::exists(path + ".tp" + std::to_string(r)); ++r)
+    per_rank.push_back(path + ".tp" + std::to_string(r));
+  if (per_rank.empty())
+    throw TensorFileError(path + ": no such file or folder (nor per-TP-rank files " + path +
+                          ".tp0, ...)");
+  for (const std::string& f : per_rank) add_file(f, read_tensor_file(f));
+}
+
+void LoadedWeights::add_file(const std::string& source, NamedTensors all) {
+  NamedTensors kept;
+  std::set<std::string> seen;
+  for (auto& [name, t] : all) {
+    if (ignored(name)) continue;
+    if (!seen.insert(name).second) throw WeightsError(source, {name + ": given twice"});
+    kept.emplace_back(name, std::move(t));
+  }
+  files_.push_back(source);
+  ranks_.push_back(std::move(kept));
+}
+
+// Under pipeline parallelism Megatron's last stage holds its own output_layer.weight
+// even when the embeddings are tied (kept equal to the first stage's embeddings):
+// a model that ties them (asks for the embeddings and no output layer) skips that
+// copy when every file's equals its embeddings.
+void LoadedWeights::skip_tied_output_copy() {
+  const std::string output = "output_layer.weight", embedding = "embedding.word_embeddings.weight";
+  if (!output_layer_copy_possible_ || used_.count(output) || !used_.count(embedding)) return;
+  for (std::size_t f = 0; f < ranks_.size(); ++f) {
+    const at::Tensor* copy = find(f, output);
+    const at::Tensor* original = find(f, embedding);
+    if (copy == nullptr || original == nullptr || copy->sizes() != original->sizes() ||
+        !at::equal(*copy, *original))
+      return;
+  }
+  used_.insert(output);
 }
 
 const at::Tensor* LoadedWeights::find(std::size_t file, const std::string& name) const {
@@ -167,6 +212,7 @@ bool LoadedWeights::accounted_for(const std::string& name) const {
 }
 
 void LoadedWeights::finish() {
+  skip_tied_output_copy();
   // A file that shares no name with the model is another kind of file (a
   // gradients dump, another model's checkpoint): one line says so instead of
   // one line per tensor.

@@ -260,7 +260,11 @@ TEST(LoadedBatch, BadFieldsAreNamed) {
     return "";
   };
   const at::Tensor ok = at::zeros({4, 3}, at::kLong);
-  EXPECT_NE(error({{"tokens", ok}}).find("labels: missing"), std::string::npos);
+  EXPECT_NE(error({{"tokens", ok}})
+                .find("labels: missing (expected int64 [rows, 3] with rows a "
+                      "multiple of the global batch 4; the file holds 1 "
+                      "tensor(s): 'tokens')"),
+            std::string::npos);
   EXPECT_NE(error({{"tokens", ok.to(at::kInt)}, {"labels", ok}}).find("tokens: dtype Int"),
             std::string::npos);
   EXPECT_NE(error({{"tokens", at::zeros({3, 3}, at::kLong)}, {"labels", ok}})

@@ -149,10 +149,13 @@ TEST(LoadFiles, BadFilesExit2WithOneLinePerProblem) {
             std::string::npos)
       << o.err;
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-  // A folder.
+  // A folder that is not a Megatron-LM checkpoint.
   o = run({"--load-weights", dir.path()}, r);
   EXPECT_EQ(o.code, kExitBadInput);
-  EXPECT_NE(o.err.find("it is a folder, not a file"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(dir.path() + ": a folder that is not a Megatron-LM checkpoint (expected "
+                                    "latest_checkpointed_iteration.txt, iter_NNNNNNN/"),
+            std::string::npos)
+      << o.err;
   // Tensors none of which is a parameter (a gradients file): one line, not one per tensor.
   std::vector<std::pair<std::string, at::Tensor>> grads;
   for (int i = 0; i < 40; ++i) grads.emplace_back("grad." + std::to_string(i), at::zeros({2}));
@@ -174,6 +177,74 @@ TEST(LoadFiles, BadFilesExit2WithOneLinePerProblem) {
                        "rows a multiple of the global batch 6"),
             std::string::npos)
       << o.err;
+}
+
+// tests/fixtures/checkpoints (tools/megatron/make_checkpoint_fixtures.py). __FILE__
+// is absolute, or (ccache's base_dir) relative to the build folder, the parent of
+// the tests' working directory.
+std::string checkpoint_fixture(const std::string& name) {
+  const std::string here = __FILE__;
+  const std::string path = here.substr(0, here.rfind('/')) + "/../fixtures/checkpoints/" + name;
+  return path[0] == '/' || files::exists(path) ? path : "../" + path;
+}
+
+// A Megatron-LM legacy checkpoint at TP 2 x PP 2 x VPP 2 runs as its full
+// weights do, bit for bit at TP 1 and at TP 2 (the same shards either way); a
+// torch.save batch loads as its safetensors twin; a torch_dist folder is one
+// line naming the converter.
+TEST(LoadFiles, AMegatronCheckpointFolderRunsAsItsFullWeights) {
+  const files::TempDir dir("parity-load");
+  const std::string r = dir.path() + "/r.json";
+  const std::vector<std::string> model = {"--layers",
+                                          "4",
+                                          "--hidden",
+                                          "8",
+                                          "--heads",
+                                          "2",
+                                          "--ffn-hidden",
+                                          "8",
+                                          "--seq",
+                                          "8",
+                                          "--vocab",
+                                          "16",
+                                          "--activation",
+                                          "swiglu",
+                                          "--position-embedding",
+                                          "rope",
+                                          "--micro-batch",
+                                          "2",
+                                          "--microbatches",
+                                          "1",
+                                          "--seed",
+                                          "99",
+                                          "--load-batch",
+                                          checkpoint_fixture("batch.pt")};
+  const auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), model.begin(), model.end());
+    return run(extra, r);
+  };
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"--tp", "1"}, std::vector<std::string>{"--tp", "2", "--sp"}}) {
+    std::vector<std::string> full = layout, ckpt = layout;
+    full.insert(full.end(), {"--load-weights", checkpoint_fixture("full.safetensors")});
+    ckpt.insert(ckpt.end(), {"--load-weights", checkpoint_fixture("tp2_pp2_vpp2")});
+    const Outcome a = with(full), b = with(ckpt);
+    ASSERT_EQ(a.code, kExitOk) << a.err;
+    ASSERT_EQ(b.code, kExitOk) << b.err;
+    EXPECT_EQ(b.step0["loss"], a.step0["loss"]) << layout[1];
+    EXPECT_EQ(b.step0["logits_digest"], a.step0["logits_digest"]) << layout[1];
+    EXPECT_EQ(b.step0["grad_digest"], a.step0["grad_digest"]) << layout[1];
+  }
+  files::create_directories(dir.path() + "/dist");
+  files::write_atomically(dir.path() + "/dist/.metadata", "x");
+  const Outcome o = with({"--load-weights", dir.path() + "/dist"});
+  EXPECT_EQ(o.code, kExitBadInput);
+  EXPECT_NE(o.err.find("--load-weights " + dir.path() + "/dist: " + dir.path() +
+                       "/dist: a Megatron Core distributed checkpoint (torch_dist"),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("tools/megatron/convert_torch_dist.py"), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 
 Usage: python tools/megatron/compare_golden.py EXPECTED_DIR ACTUAL_DIR [--same-weights-bytes]
 
+ACTUAL_DIR may also be a `parity run --steps 1 --dump` folder (logits, loss and grads files instead
+of expected.safetensors; tests/megatron/checkpoint_live.sh compares parity's run on a checkpoint
+with the fixture so).
+
 Checks: the batches are identical; the weights hold the same keys and shapes (and, with
 --same-weights-bytes, the same bytes); logits and loss within fp32 rel 1e-5 and every gradient
 within rel 1e-4 (issue 11's tolerances), each measured as max|a - b| / max|b| over the tensor.
@@ -24,6 +28,17 @@ def load(folder, name):
     except (OSError, ValueError, KeyError) as e:
         print(f"compare_golden.py: {path}: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+def load_outputs(folder):
+    """expected.safetensors of a golden.py folder, or a parity dump's logits, loss and grads."""
+    if not os.path.exists(os.path.join(folder, "expected.safetensors")) and os.path.exists(
+            os.path.join(folder, "manifest.json")):
+        out = {}
+        for name in ("logits.safetensors", "loss.safetensors", "grads.safetensors"):
+            out.update(load(folder, name))
+        return out
+    return load(folder, "expected.safetensors")
 
 
 def rel_error(a, b):
@@ -68,7 +83,7 @@ def main():
             failures.append(f"weights: {differing[0]} differs (and {len(differing) - 1} more); "
                             "the seeded initialization did not reproduce")
 
-    ex, ey = load(a.expected, "expected.safetensors"), load(a.actual, "expected.safetensors")
+    ex, ey = load(a.expected, "expected.safetensors"), load_outputs(a.actual)
     if same_keys("expected", ex, ey):
         groups = {"logits": (["logits"], 1e-5), "loss": (["loss"], 1e-5),
                   "grads": ([k for k in ex if k.startswith("grad.")], 1e-4)}

@@ -165,7 +165,9 @@ def init_world(tmpdir):
                                              pipeline_model_parallel_size=1)
 
 
-def build_model(s):
+def build_model(s, tp=1, pp=1, pre_process=True, post_process=True):
+    """Megatron's GPTModel for scenario `s`; tp / pp and the stage flags for the checkpoint tools
+    (parallel_state must be initialized with the same sizes)."""
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -186,7 +188,8 @@ def build_model(s):
         gradient_accumulation_fusion=False, bias_activation_fusion=False,
         bias_dropout_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
         apply_rope_fusion=False, params_dtype=torch.float32,
-        tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+        tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+        pipeline_dtype=torch.float32 if pp > 1 else None,
     )
     experts = s.get("moe-experts", 0)
     if experts:
@@ -222,7 +225,7 @@ def build_model(s):
         position_embedding_type="learned_absolute" if s["position-embedding"] == "learned"
         else "rope",
         rotary_percent=1.0, rotary_base=10000,
-        parallel_output=True,
+        parallel_output=True, pre_process=pre_process, post_process=post_process,
     )
 
 
