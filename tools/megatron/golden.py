@@ -165,7 +165,8 @@ def init_world(tmpdir):
                                              pipeline_model_parallel_size=1)
 
 
-def build_model(s):
+def build_model(s, tp=1):
+    """The model of scenario `s`; `tp` > 1 (rank_run.py) builds this TP rank's part."""
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -186,7 +187,7 @@ def build_model(s):
         gradient_accumulation_fusion=False, bias_activation_fusion=False,
         bias_dropout_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
         apply_rope_fusion=False, params_dtype=torch.float32,
-        tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+        tensor_model_parallel_size=tp, pipeline_model_parallel_size=1,
     )
     experts = s.get("moe-experts", 0)
     if experts:
