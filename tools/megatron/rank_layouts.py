@@ -119,7 +119,7 @@ def megatron_config(v, layout):
         tensor_model_parallel_size=layout["tp"],
         expert_model_parallel_size=layout["ep"],
         sequence_parallel=moe and layout["tp"] > 1,
-        num_moe_experts=v["experts"] or None, moe_router_topk=2 if moe else 2,
+        num_moe_experts=v["experts"] or None, moe_router_topk=2,
         moe_ffn_hidden_size=v["ffn"] if moe else None,
         moe_shared_expert_intermediate_size=v.get("shared") if moe else None,
         moe_token_dispatcher_type="allgather",
