@@ -120,7 +120,15 @@ at::Tensor RunDump::gather_batch(const std::vector<at::Tensor>& per_microbatch,
     rows.push_back(t.to(at::kCPU).transpose(0, 1));  // [b, seq, ...]
   }
   at::Tensor step = at::cat(rows, 0).contiguous();  // row m * b + j
-  if (par.dp_size() > 1) step = par.dp->all_gather(step, 0).to(at::kCPU);
+  if (par.dp_size() > 1) {
+    // Gathered in DP rank order [d][m]; the step's global microbatch of DP
+    // rank d's microbatch m is m * dp + d (GPTModel::global_microbatch).
+    const at::Tensor gathered = par.dp->all_gather(step, 0).to(at::kCPU);
+    std::vector<std::int64_t> shape = gathered.sizes().vec();
+    std::vector<std::int64_t> split{par.dp_size(), static_cast<std::int64_t>(rows.size()), -1};
+    split.insert(split.end(), shape.begin() + 1, shape.end());
+    step = gathered.reshape(split).transpose(0, 1).reshape(shape).contiguous();
+  }
   return step;
 }
 

@@ -417,7 +417,8 @@ at::Tensor GPTModel::slice_sequence(const at::Tensor& full) const {
 }
 
 std::int64_t GPTModel::global_microbatch(std::int64_t m, std::int64_t microbatches) const {
-  return runtime_.parallel.dp_rank() * microbatches + m;
+  (void)microbatches;
+  return m * runtime_.parallel.dp_size() + runtime_.parallel.dp_rank();
 }
 
 }  // namespace parity

@@ -332,7 +332,10 @@ class GPTModel {
   // The backend's device.
   at::Device device() const { return runtime_.backend->device(); }
   // The global microbatch index of this rank's microbatch m: DP rank d of D
-  // processes d * microbatches + m.
+  // processes m * D + d, the samples Megatron's MegatronPretrainingSampler
+  // gives it (each micro step takes micro_batch * D consecutive samples, DP
+  // rank d the d-th micro_batch of them). `microbatches` is unused: the index
+  // does not depend on it.
   std::int64_t global_microbatch(std::int64_t m, std::int64_t microbatches) const;
 
   const ModelConfig& config() const { return config_; }

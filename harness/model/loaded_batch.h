@@ -2,8 +2,8 @@
 // Inputs from a file (--load-batch FILE, docs/weights.md): safetensors with
 // "tokens" and "labels", int64 [rows, seq], rows a multiple of the global batch
 // (micro_batch * microbatches * dp). Row g * micro_batch + j is sequence j of
-// global microbatch g (the step driver's numbering: DP rank d's local
-// microbatch m is g = d * microbatches + m). Step s uses block s mod
+// global microbatch g (the step driver's numbering, Megatron's sampler's: DP
+// rank d's local microbatch m is g = m * dp + d). Step s uses block s mod
 // (rows / global_batch): one global batch is reused by every step.
 #include <cstdint>
 #include <stdexcept>

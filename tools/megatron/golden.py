@@ -167,7 +167,8 @@ def init_world(tmpdir):
 
 def build_model(s, tp=1, pp=1, pre_process=True, post_process=True):
     """Megatron's GPTModel for scenario `s`; tp / pp and the stage flags for the checkpoint tools
-    (parallel_state must be initialized with the same sizes)."""
+    and rank_run.py (this TP rank's part; parallel_state must be initialized with the same
+    sizes)."""
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
