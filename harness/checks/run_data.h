@@ -46,6 +46,9 @@ struct StepData {
   std::string logits_digest;
   std::map<std::string, std::string> grads;  // parameter -> digest
   std::map<std::string, double> grad_norms;  // parameter -> fp64 L2
+  // Parameter -> digest of its value after the update, for the parameters two
+  // pipeline stages hold ("shared_values": the word embeddings' copies).
+  std::map<std::string, std::string> shared_values;
   std::map<MetricKey, double> metrics;       // NaN where the result was NaN (JSON null)
 };
 

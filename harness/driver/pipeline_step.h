@@ -16,6 +16,7 @@
 namespace parity {
 
 class GPTModel;
+struct MtpBatch;  // harness/model/multi_token_prediction.h
 
 struct PipelineStepInputs {
   std::int64_t step = 0;
@@ -25,6 +26,9 @@ struct PipelineStepInputs {
   at::Tensor positions;
   // What each microbatch's token losses are divided by (the global batch's tokens).
   double batch_tokens = 1;
+  // Per local microbatch, the MTP depths' inputs (read by the chunk with the
+  // loss, which runs the depths); null without MTP.
+  const std::vector<MtpBatch>* mtp = nullptr;
 };
 
 // Per local microbatch, in microbatch order, on the stage holding the loss

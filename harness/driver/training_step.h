@@ -86,6 +86,10 @@ struct StepResult {
   std::vector<std::pair<std::string, std::uint64_t>> grad_digests;
   // Each gradient's L2 norm in fp64 (compared within tolerance where digests differ).
   std::vector<std::pair<std::string, double>> grad_norms;
+  // After the update, the digest of each parameter two pipeline stages hold
+  // (the word embeddings' copies, Parameter::shared_embedding): the copies
+  // must stay equal (replica_consistency).
+  std::vector<std::pair<std::string, std::uint64_t>> shared_value_digests;
   // The collector's results of the step and, with --moe-per-layer-logging,
   // the MoE tracker's (GPTModel::logged_moe_statistics), sorted by (metric, label).
   std::vector<StepMetric> metrics;

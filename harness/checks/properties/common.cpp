@@ -55,13 +55,13 @@ std::int64_t moe_sites_per_layer(const RunConfig& c) {
 
 std::size_t expected_site_count(const RunConfig& c, std::size_t parameters, int stage) {
   if (c.pp > 1) {
-    // A stage observes the layers it builds, the last one the logits too
-    // (MoE and MTP do not run with PP yet: validate_run_config).
+    // A stage observes the layers it builds, the last one the logits and the
+    // MTP depths' logits too (MoE does not run with PP yet: validate_run_config).
     const PipelineLayoutConfig layout = model_config_from(c).pipeline_layout();
     std::int64_t layers = 0;
     for (int v = 0; v < virtual_stages(layout); ++v)
       layers += num_layers_to_build(layout, v, stage);
-    return static_cast<std::size_t>(layers * 6 + (stage == c.pp - 1 ? 1 : 0));
+    return static_cast<std::size_t>(layers * 6 + (stage == c.pp - 1 ? 1 + c.mtp_layers : 0));
   }
   const std::int64_t moe = moe_layer_count(c);
   return static_cast<std::size_t>((c.layers - moe) * 6 + moe * moe_sites_per_layer(c) + 1 +
@@ -71,7 +71,9 @@ std::size_t expected_site_count(const RunConfig& c, std::size_t parameters, int 
 
 std::string site_count_rule(const RunConfig& c) {
   const std::int64_t moe = moe_layer_count(c);
-  if (c.pp > 1) return "6 per layer the stage builds + the logits on the last stage";
+  if (c.pp > 1)
+    return std::string("6 per layer the stage builds + the logits on the last stage") +
+           (c.mtp_layers > 0 ? " + one MTP logits site per depth there" : "");
   std::string rule = moe == 0 ? "6 per layer + the logits"
                               : "6 per dense layer, " + std::to_string(moe_sites_per_layer(c)) +
                                     " per MoE layer (" + std::to_string(moe) + ") + the logits";
