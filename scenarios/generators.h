@@ -44,9 +44,10 @@ void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
 
 // Pipeline stages on a scenario drawn by the pieces above: pp 2 (4 where the
 // world allows), sometimes vpp 2 (microbatches a multiple of pp), an uneven
-// first stage or a layout string; the world kept <= 16 by halving dp, cp, tp.
-// What the pipeline does not run yet is turned off (graphs, MoE, MTP, the
-// evaluation forward, weight-gradient sites, tied embeddings).
+// first stage or a layout string; the world kept <= 16 by halving dp, cp, tp;
+// MTP depths (with rope) a quarter of the time; tied embeddings as drawn.
+// What the pipeline does not run yet is turned off (graphs, MoE, the
+// evaluation forward, weight-gradient sites).
 void pick_pipeline(RunConfig& c);
 
 // Idle ranks: ranks that hold nothing for a reduction their group runs, where
