@@ -168,6 +168,8 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     if (s.mtp_layers == 0) {
       s.mtp_layers = 1;
       s.position_embedding = PositionEmbeddingOption::rope;
+      s.graphs = GraphOption::none;  // MTP runs eagerly
+      s.graph_scope.clear();
       if (!s.pp_layout.empty() && s.pp_layout.back() == 'L')
         s.pp_layout.insert(s.pp_layout.size() - 1, "m");
     }

@@ -40,6 +40,12 @@ std::string layout_name(const ::testing::TestParamInfo<PipelineLayout>& info) {
   return info.param.name;
 }
 void PrintTo(const PipelineLayout& l, std::ostream* os) { *os << l.name; }
+// `l` with tied embeddings and/or MTP depths: the last stage's copy of the word embeddings.
+PipelineLayout with_embedding_copy(PipelineLayout l, bool tied, int mtp) {
+  l.tied = tied;
+  l.mtp = mtp;
+  return l;
+}
 
 RunConfig pipeline_run(const PipelineLayout& l) {
   RunConfig c = testing::small_config<RunConfig>();
@@ -185,12 +191,14 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineLayout{"pp2_uneven_first_stage", 1, 1, 2, 1, 3, 2, 1},
                       PipelineLayout{"pp2_layout_string", 1, 1, 2, 1, 3, 2, 0, "Et|ttL"},
                       PipelineLayout{"pp2_vpp2_checked_collectives", 1, 2, 2, 2, 4, 2, 0, "", true},
-                      PipelineLayout{"pp2_tied", 1, 1, 2, 1, 2, 3, 0, "", false, true},
-                      PipelineLayout{"pp4_vpp2_tp2_tied_checked_collectives", 2, 1, 4, 2, 8, 4, 0,
-                                     "", true, true},
-                      PipelineLayout{"pp2_mtp_untied", 1, 1, 2, 1, 2, 2, 0, "", false, false, 2},
-                      PipelineLayout{"pp4_tied_mtp_layout_string", 1, 2, 4, 1, 4, 4, 0,
-                                     "Et|t|t|tmL", true, true, 1}),
+                      with_embedding_copy({"pp2_tied", 1, 1, 2, 1, 2, 3}, true, 0),
+                      with_embedding_copy({"pp4_vpp2_tp2_tied_checked_collectives", 2, 1, 4, 2, 8,
+                                           4, 0, "", true},
+                                          true, 0),
+                      with_embedding_copy({"pp2_mtp_untied", 1, 1, 2, 1, 2, 2}, false, 2),
+                      with_embedding_copy({"pp4_tied_mtp_layout_string", 1, 2, 4, 1, 4, 4, 0,
+                                           "Et|t|t|tmL"},
+                                          true, 1)),
     layout_name);
 
 // Megatron's interleaved schedule needs the microbatches in multiples of the
@@ -222,14 +230,14 @@ TEST(PipelineConfig, WhatThePipelineDoesNotRunYetIsRefusedByName) {
 // embeddings would be outside the embedding group), and on the last stage
 // (no standalone MTP stage); each refused naming its field.
 TEST(PipelineConfig, MtpDepthsNeedRopeAndTheLastStage) {
-  RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2, 0, "", false, false, 1});
+  RunConfig c = pipeline_run(with_embedding_copy({"x", 1, 1, 2, 1, 2, 2}, false, 1));
   EXPECT_TRUE(validate_run_config(c).empty());
   c.position_embedding = PositionEmbeddingOption::learned;
   std::vector<ConfigViolation> v = validate_run_config(c);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v.front().field, "position-embedding");
   EXPECT_NE(v.front().rule.find("needs rope"), std::string::npos) << v.front().rule;
-  c = pipeline_run({"x", 1, 1, 4, 1, 3, 4, 0, "Et|t|tm|L", false, false, 1});
+  c = pipeline_run(with_embedding_copy({"x", 1, 1, 4, 1, 3, 4, 0, "Et|t|tm|L"}, false, 1));
   v = validate_run_config(c);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v.front().field, "pp-layout");
