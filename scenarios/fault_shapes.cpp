@@ -14,6 +14,7 @@ PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
+PARITY_USES_FAULT(mtp_layer_number_collision);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(pp_send_order);
@@ -21,6 +22,7 @@ PARITY_USES_FAULT(static_grad_aliasing);
 PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
+PARITY_USES_FAULT(tied_embedding_norm_twice);
 PARITY_USES_FAULT(router_stats_include_padding);
 PARITY_USES_FAULT(warmup_counted_as_step);
 PARITY_USES_FAULT(wgrad_hook_per_graph_task);
@@ -62,6 +64,11 @@ bool replay_router(RunConfig& s) {
     s.steps = std::max(s.steps, s.graph_warmup + 2);
   }
   return true;
+}
+
+void add_metric(RunConfig& s, const char* metric) {
+  if (std::find(s.metrics.begin(), s.metrics.end(), metric) == s.metrics.end())
+    s.metrics.emplace_back(metric);
 }
 
 }  // namespace
@@ -153,11 +160,31 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     if (s.tp < 2) return false;
     if (std::none_of(s.metrics.begin(), s.metrics.end(),
                      [](const std::string& m) { return is_parameter_metric(m); }))
-      s.metrics.emplace_back("global-wgrad-l2");
+      add_metric(s, "global-wgrad-l2");
   } else if (fault == fault_pp_send_order || fault == fault_pp_grads_cleared_per_microbatch) {
     // Two microbatches at least (the interleaved schedule: a multiple of pp).
     if (s.pp < 2) return false;
     if (s.microbatches < 2) s.microbatches = s.vpp > 1 ? s.pp : 2;
+  } else if (fault == fault_tied_embedding_norm_twice) {
+    // A copy of the word embeddings on the last stage (tied, unless MTP
+    // depths need it anyway) and a norm that counts the embeddings.
+    if (s.pp < 2) return false;
+    if (s.mtp_layers == 0) s.untie = false;
+    if (std::find(s.metrics.begin(), s.metrics.end(), "global-param-l2") == s.metrics.end())
+      add_metric(s, "global-wgrad-l2");
+  } else if (fault == fault_mtp_layer_number_collision) {
+    // MTP depths (rope under PP; a layout string holds them before its L) and
+    // the per-layer norm that files their parameters by layer number.
+    if (s.pp < 2) return false;
+    if (s.mtp_layers == 0) {
+      s.mtp_layers = 1;
+      s.position_embedding = PositionEmbeddingOption::rope;
+      s.graphs = GraphOption::none;  // MTP runs eagerly
+      s.graph_scope.clear();
+      if (!s.pp_layout.empty() && s.pp_layout.back() == 'L')
+        s.pp_layout.insert(s.pp_layout.size() - 1, "m");
+    }
+    add_metric(s, "layer-param-l2");
   } else if (fault == fault_moe_tracker_size_per_stage) {
     // The tracker on pipeline stages that build different numbers of layers:
     // MoE layers where the case has none (MoE with tp > 1 needs sp), and one

@@ -411,26 +411,40 @@ void pick_pipeline(RunConfig& c) {
   // Enough layers for every chunk (even split), sometimes one more on the first stage.
   const int chunks = c.pp * c.vpp;
   c.layers = chunks * weighted<int>({{3, 1}, {1, 2}});
+  // MTP depths on the last stage (a quarter of the scenarios, repeated on half
+  // of the two-depth ones), with rope: the last stage's depths embed with its
+  // copy of the word embeddings only (ModelConfig). Tied embeddings as
+  // pick_model_shape drew them.
+  c.mtp_layers = 0;
+  c.mtp_repeated_layer = false;
+  if (sometimes(4)) {
+    c.mtp_layers = sometimes(2) ? 2 : 1;
+    c.mtp_repeated_layer = c.mtp_layers == 2 && sometimes(2);
+    c.position_embedding = PositionEmbeddingOption::rope;
+  }
   const int placement = weighted<int>({{4, 0}, {1, 1}, {1, 2}});
   if (placement == 1 && c.vpp == 1) {
     c.pp_first_layers = 1 + c.layers / c.pp;  // the rest split evenly over pp - 1 stages
     c.layers = c.pp_first_layers + (c.pp - 1) * (c.layers / c.pp);
   } else if (placement == 2 && c.vpp == 1) {
-    // Megatron's layout string: the embedding with stage 0's layers, the loss with the last's.
+    // Megatron's layout string: the embedding with stage 0's layers, the loss
+    // (after the MTP depths) with the last's.
     const int per_stage = c.layers / c.pp;
     c.pp_layout = "E";
     for (int s = 0; s < c.pp; ++s)
       c.pp_layout += (s ? "|" : "") + std::string("t*") + std::to_string(per_stage);
-    c.pp_layout += "L";
+    c.pp_layout += std::string(static_cast<std::size_t>(c.mtp_layers), 'm') + "L";
   }
   c.moe_experts = 0;  // drawn last (pick_pipeline_moe)
   c.ep = 1;
-  c.mtp_layers = 0;
-  c.mtp_repeated_layer = false;
   pick_graphs(c);
+  // MTP depths run eagerly (docs/model.md): no graphs with them.
+  if (c.mtp_layers > 0) {
+    c.graphs = GraphOption::none;
+    c.graph_scope.clear();
+  }
   // Eager only; per chunk: a backward step delivers its chunk's sites.
   c.observe_wgrad = c.graphs == GraphOption::none && sometimes(4);
-  c.untie = true;
   c.check_collectives = sometimes(2);
 }
 
@@ -471,6 +485,7 @@ rc::Gen<RunConfig> gen_pipeline_scenario() {
     pick_pipeline(c);
     pick_recompute(c);
     pick_metrics(c);
+    if (c.mtp_layers > 0 && sometimes(2)) c.metrics.push_back("global-mtp-logits-l2");
     pick_launch(c);
     pick_optimizer(c);
     pick_evaluation(c);

@@ -44,10 +44,10 @@ void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
 
 // Pipeline stages on a scenario drawn by the pieces above: pp 2 (4 where the
 // world allows), sometimes vpp 2 (microbatches a multiple of pp), an uneven
-// first stage or a layout string; the world kept <= 16 by halving dp, cp, tp.
-// What the pipeline does not run yet is turned off (graphs, MTP, the
-// evaluation forward, weight-gradient sites, tied embeddings), and MoE, which
-// pick_pipeline_moe draws last.
+// first stage or a layout string; the world kept <= 16 by halving dp, cp, tp;
+// MTP depths (with rope, no graphs) a quarter of the time; tied embeddings as
+// drawn. What the pipeline does not run yet is turned off (the evaluation
+// forward), and MoE, which pick_pipeline_moe draws last.
 void pick_pipeline(RunConfig& c);
 // MoE layers on about a third of the pipelined scenarios (pick_moe), on
 // every layer, every second one or the last one only (stages without MoE

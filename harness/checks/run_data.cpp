@@ -36,6 +36,9 @@ RankRun rank_run_from(const nlohmann::json& r) {
     if (s.contains("input_grad_norms"))
       for (const auto& [k, v] : s["input_grad_norms"].items())
         d.input_grad_norms[k] = number_or_nan(v);
+    if (s.contains("shared_values"))
+      for (const auto& [k, v] : s["shared_values"].items())
+        d.shared_values[k] = v.get<std::string>();
     if (s.contains("metrics"))
       for (const nlohmann::json& m : s["metrics"])
         d.metrics[{m.at("metric").get<std::string>(), m.at("label").get<std::string>()}] =

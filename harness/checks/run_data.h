@@ -49,6 +49,9 @@ struct StepData {
   // "decoder.layers.<i>/microbatch-<m>" -> fp64 L2 of the gradient at the
   // layer's input (StepResult::input_grad_norms).
   std::map<std::string, double> input_grad_norms;
+  // Parameter -> digest of its value after the update, for the parameters two
+  // pipeline stages hold ("shared_values": the word embeddings' copies).
+  std::map<std::string, std::string> shared_values;
   std::map<MetricKey, double> metrics;       // NaN where the result was NaN (JSON null)
 };
 

@@ -9,6 +9,7 @@
 
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/gpt_model.h"
+#include "harness/model/multi_token_prediction.h"
 #include "harness/observation/execution_point.h"
 #include "harness/parallel/point_to_point.h"
 #include "harness/parallel/rank_status.h"
@@ -154,9 +155,10 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
       LiveMicrobatch l;
       l.input = chunk.first_virtual_stage ? in.tokens[mb]
                 : in.evaluation           ? take(P2PTensor::activation)
-                                : take(P2PTensor::activation).detach().requires_grad_(true);
-      at::Tensor output =
-          model.forward_chunk(s.chunk, l.input, in.positions, model.config().runtime_gather_output);
+                                          : take(P2PTensor::activation).detach().requires_grad_(true);
+      const MtpBatch* mtp = chunk.has_head && in.mtp ? &(*in.mtp)[mb] : nullptr;
+      at::Tensor output = model.forward_chunk(s.chunk, l.input, in.positions,
+                                              model.config().runtime_gather_output, mtp);
       if (chunk.last_virtual_stage) {
         const at::Tensor token_losses = model.token_losses(output, in.labels[mb]);
         l.loss = token_losses.sum() / in.batch_tokens;

@@ -16,6 +16,7 @@
 namespace parity {
 
 class GPTModel;
+struct MtpBatch;  // harness/model/multi_token_prediction.h
 
 struct PipelineStepInputs {
   std::int64_t step = 0;
@@ -28,6 +29,9 @@ struct PipelineStepInputs {
   // The evaluation's forwards (a forward_only schedule, under no grad): no
   // backward, and messages numbered apart from the training step's.
   bool evaluation = false;
+  // Per local microbatch, the MTP depths' inputs (read by the chunk with the
+  // loss, which runs the depths); null without MTP.
+  const std::vector<MtpBatch>* mtp = nullptr;
 };
 
 // Per local microbatch, in microbatch order, on the stage holding the loss

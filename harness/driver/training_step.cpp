@@ -199,6 +199,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       pin.step = step;
       pin.positions = in[0];
       pin.batch_tokens = batch_tokens;
+      if (!mtp.empty()) pin.mtp = &mtp;
       for (std::int64_t m = 0; m < o.microbatches; ++m) {
         pin.tokens.push_back(in[static_cast<std::size_t>(1 + 2 * m)]);
         pin.labels.push_back(in[static_cast<std::size_t>(2 + 2 * m)]);
@@ -268,6 +269,9 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
       for (Parameter& p : model.parameters()) p.value.sub_(p.value.grad(), o.lr);
     }
   }
+  for (const Parameter& p : model.parameters())
+    if (p.shared_embedding)
+      r.shared_value_digests.emplace_back(p.name, tensor_digest(p.value.detach()));
   if (wants(o, "global-param-l2") || wants(o, "layer-param-l2")) {
     const ParameterNorms n = parameter_norms(model, NormOf::values, layout);
     if (wants(o, "global-param-l2")) r.metrics.push_back({"global-param-l2", "global", n.global});
@@ -295,19 +299,25 @@ nlohmann::json step_json(const StepResult& s) {
   nlohmann::json metrics = nlohmann::json::array();
   for (const StepMetric& m : s.metrics)
     metrics.push_back({{"metric", m.metric}, {"label", m.label}, {"value", m.value}});
-  return {{"step", s.step},
-          {"loss", s.loss},
-          {"eval_loss",
-           std::isnan(s.eval_loss) ? nlohmann::json(nullptr) : nlohmann::json(s.eval_loss)},
-          {"logits_digest", digest_hex(s.logits_digest)},
-          {"grad_digest", digest_hex(s.grad_digest)},
-          {"grads", grads},
-          {"grad_norms", norms},
-          {"input_grad_norms", input_grads},
-          {"metrics", metrics},
-          {"observations", s.observations},
-          {"seconds", s.seconds},
-          {"cpu_seconds", s.cpu_seconds}};
+  nlohmann::json j = {{"step", s.step},
+                      {"loss", s.loss},
+                      {"eval_loss", std::isnan(s.eval_loss) ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(s.eval_loss)},
+                      {"logits_digest", digest_hex(s.logits_digest)},
+                      {"grad_digest", digest_hex(s.grad_digest)},
+                      {"grads", grads},
+                      {"grad_norms", norms},
+                      {"input_grad_norms", input_grads},
+                      {"metrics", metrics},
+                      {"observations", s.observations},
+                      {"seconds", s.seconds},
+                      {"cpu_seconds", s.cpu_seconds}};
+  if (!s.shared_value_digests.empty()) {
+    nlohmann::json values = nlohmann::json::object();
+    for (const auto& [name, d] : s.shared_value_digests) values[name] = digest_hex(d);
+    j["shared_values"] = std::move(values);
+  }
+  return j;
 }
 
 [[maybe_unused]] const bool kRegistered = (register_model_program(), true);

@@ -90,6 +90,10 @@ struct StepResult {
   // at its input, per microbatch, read at the end of the step
   // (GPTModel::layer_input_gradient_norms; graph_replay compares them).
   std::vector<std::pair<std::string, double>> input_grad_norms;
+  // After the update, the digest of each parameter two pipeline stages hold
+  // (the word embeddings' copies, Parameter::shared_embedding): the copies
+  // must stay equal (replica_consistency).
+  std::vector<std::pair<std::string, std::uint64_t>> shared_value_digests;
   // The collector's results of the step and, with --moe-per-layer-logging,
   // the MoE tracker's (GPTModel::logged_moe_statistics), sorted by (metric, label).
   std::vector<StepMetric> metrics;

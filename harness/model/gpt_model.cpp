@@ -12,6 +12,7 @@
 #include "harness/model/multi_token_prediction.h"  // the members mtp_layers_ hold
 #include "harness/model/weight_gradient_sites.h"
 #include "harness/observation/execution_point.h"
+#include "harness/parallel/point_to_point.h"
 #include "harness/parallel/rank_status.h"
 #include "harness/recompute/checkpoint.h"
 
@@ -19,9 +20,22 @@ PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(sp_grad_not_reduced);
 PARITY_USES_FAULT(local_layer_names);
 PARITY_USES_FAULT(last_stage_logits_everywhere);
+PARITY_USES_FAULT(mtp_layer_number_collision);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 
 namespace parity {
+
+namespace {
+// The parameters made since `from` belong to layer `number`.
+void tag_layer(std::vector<Parameter>& params, std::size_t from, std::int64_t number) {
+  for (std::size_t i = from; i < params.size(); ++i) params[i].layer = number;
+}
+
+// The embedding group's one message per step: the word embeddings' gradient,
+// on a point-to-point channel of its own (the schedule's use 0 and 1).
+constexpr int kEmbeddingGroupChannel = 2;
+constexpr std::int64_t kEmbeddingGroupMessage = -2;
+}  // namespace
 
 // ---------------------------------------------------------------- model
 GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelContext parallel,
@@ -64,12 +78,21 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
     for (std::int64_t i = chunk.first_layer; i < chunk.first_layer + chunk.layer_count; ++i) {
       // Fault local-layer-names: the layer's index within its chunk names it.
       const std::int64_t named = fault_active(fault_local_layer_names) ? i - chunk.first_layer : i;
+      const std::size_t before = params_.parameters().size();
       layers_.emplace_back("decoder.layers." + std::to_string(named), &config_, params_, i,
                            parallel);
+      tag_layer(params_.parameters(), before, i);
     }
-    if (chunk.has_head) build_head(parallel);
+    if (chunk.has_head) build_head(parallel, chunk);
     chunk.parameter_count = params_.parameters().size() - chunk.first_parameter;
     chunks_.push_back(chunk);
+  }
+  if (word_embeddings_on_two_stages() && embedding_) {
+    for (Parameter& p : params_.parameters())
+      if (p.value.is_same(embedding_->word_embeddings())) {
+        p.shared_embedding = true;
+        p.shared = pp_rank != 0;
+      }
   }
   if (config_.mtp_layers > 0 && !mtp_layers_.empty())
     mtp_tracked_losses_ = at::zeros(
@@ -107,7 +130,19 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
   graph_runner_->set_static_parameters(values);
 }
 
-void GPTModel::build_head(const ParallelContext& parallel) {
+bool GPTModel::word_embeddings_on_two_stages() const {
+  return config_.pipelined() && (!config_.untie_embeddings || config_.mtp_layers > 0);
+}
+
+void GPTModel::build_head(const ParallelContext& parallel, const ModelChunk& chunk) {
+  // Pipelined, the head's stage keeps its own copy of the word embeddings where
+  // the tied output layer or the MTP depths read them (Megatron's
+  // setup_embeddings_and_output_layer): the seeded init makes the first
+  // stage's values; the embedding group keeps the copies equal (finalize_grads).
+  // MTP under PP needs rope (ModelConfig), so no position embeddings.
+  if (!embedding_ && word_embeddings_on_two_stages())
+    embedding_ = std::make_unique<Embedding>("embedding", &config_, params_,
+                                             /*position_embeddings=*/false);
   final_layernorm_ = std::make_unique<Norm>("decoder.final_layernorm", &config_, params_);
   // Tied: the word embeddings' [V/tp, h] shard is the output layer's weight (the
   // same leaf, so its gradient sums both uses).
@@ -119,9 +154,22 @@ void GPTModel::build_head(const ParallelContext& parallel) {
           : std::make_unique<ColumnParallelLinear>(
                 "output_layer", &config_, embedding_->word_embeddings(), config_.gather_output);
   const std::int64_t mtp_modules = config_.mtp_repeated_layer ? 1 : config_.mtp_layers;
-  for (std::int64_t k = 0; k < mtp_modules; ++k)
+  const PipelineLayoutConfig layout = config_.pipeline_layout();
+  for (std::int64_t k = 0; k < mtp_modules; ++k) {
+    // Megatron numbers an MTP depth's transformer layer after the decoder's
+    // (mtp_transformer_layer_number), so no per-layer label is a backbone
+    // layer's. Fault mtp-layer-number-collision: the stage's layer offset plus
+    // the depth, a decoder layer's number.
+    const std::int64_t number =
+        fault_active(fault_mtp_layer_number_collision)
+            ? chunk.first_layer + k
+            : mtp_transformer_layer_number(layout, chunk.vp_stage, parallel.pp_rank(),
+                                           static_cast<int>(k));
+    const std::size_t before = params_.parameters().size();
     mtp_layers_.push_back(std::make_unique<MultiTokenPredictionLayer>(
-        "mtp.layers." + std::to_string(k), &config_, params_, parallel));
+        "mtp.layers." + std::to_string(k), &config_, params_, parallel, number));
+    tag_layer(params_.parameters(), before, number);
+  }
 }
 
 GPTModel::~GPTModel() = default;
@@ -394,6 +442,28 @@ void GPTModel::finalize_grads() {
     }
     if (par.cp_size() > 1) g.copy_(par.cp->all_reduce(g.contiguous(), ReduceOp::sum));
     if (par.dp_size() > 1) g.copy_(par.dp->all_reduce(g.contiguous(), ReduceOp::sum));
+  }
+  if (word_embeddings_on_two_stages()) sum_over_embedding_group();
+}
+
+void GPTModel::sum_over_embedding_group() {
+  // Megatron's _allreduce_word_embedding_grads over the embedding group (the
+  // first and the last stage of this rank's pipeline). A group of two: each
+  // side sends its gradient and adds the other's, so both hold the sum, bitwise
+  // alike (a + b == b + a). The stages between take no part.
+  const ParallelContext& par = runtime_.parallel;
+  const int stage = par.pp_rank(), last = par.pp_size() - 1;
+  if (stage != 0 && stage != last) return;
+  const int peer = stage == 0 ? last : 0;
+  for (Parameter& p : params_.parameters()) {
+    if (!p.shared_embedding) continue;
+    at::Tensor g = p.value.grad();
+    const std::string label = "the word embeddings' gradient (embedding group)";
+    const std::vector<at::Tensor> got = par.pp->exchange(
+        {PointToPointOp::send(peer, g.contiguous(), kEmbeddingGroupMessage, label,
+                              kEmbeddingGroupChannel),
+         PointToPointOp::recv(peer, g, kEmbeddingGroupMessage, label, kEmbeddingGroupChannel)});
+    g.add_(got.at(0));
   }
 }
 

@@ -32,6 +32,16 @@ struct Parameter {
   // A routed expert's weight: the GLOBAL expert index (ep_rank * E/ep + local).
   // Its gradient is summed over the ranks holding the same expert only.
   std::int64_t expert = -1;
+  // The global number of the layer it belongs to (a decoder layer's index; an
+  // MTP depth's transformer layer's, after the decoder's: Megatron's
+  // layer_number - 1); -1 outside the layers. Per-layer labels come from it.
+  std::int64_t layer = -1;
+  // The word embeddings held by the first and the last pipeline stage (tied
+  // embeddings or MTP with pp > 1): the embedding group sums their gradients
+  // (Megatron's shared_embedding). `shared`: this is the last stage's copy,
+  // which the optimizer's norms skip (Megatron's param.shared).
+  bool shared_embedding = false;
+  bool shared = false;
 };
 
 // What every module needs at forward time.
@@ -228,7 +238,10 @@ class TransformerLayer : public Module {
 // fp32_residual; scattered to the SP region; embedding dropout.
 class Embedding : public Module {
  public:
-  Embedding(std::string name, const ModelConfig* config, ParameterFactory& params);
+  // `position_embeddings` false: the word embeddings only (the last pipeline
+  // stage's copy, which the embedding group syncs).
+  Embedding(std::string name, const ModelConfig* config, ParameterFactory& params,
+            bool position_embeddings = true);
   at::Tensor forward(const ModelRuntime& rt, const at::Tensor& tokens,
                      const at::Tensor& positions) const;
   const at::Tensor& word_embeddings() const { return word_; }
@@ -318,9 +331,14 @@ class GPTModel {
   at::Tensor loss(const at::Tensor& logits, const at::Tensor& labels) const;
   // After backward: all-reduce over TP the gradients of sequence-parallel
   // parameters, then every gradient over CP and DP (sums: a rank's loss is its
-  // share of the global mean, see global_batch_loss). Megatron's
-  // finalize_model_grads.
+  // share of the global mean, see global_batch_loss), then the word
+  // embeddings' over the embedding group where two stages hold them.
+  // Megatron's finalize_model_grads.
   void finalize_grads();
+  // Pipelined with tied embeddings or MTP depths: the first and the last stage
+  // each hold the word embeddings (Parameter::shared_embedding), as Megatron's
+  // embedding group does. The same on every rank of the run.
+  bool word_embeddings_on_two_stages() const;
 
   // Context parallel (Megatron's load-balanced layout): the sequence is cut into
   // 2*cp chunks and CP rank r holds chunks r and 2*cp-1-r. Returns the global
@@ -419,8 +437,11 @@ class GPTModel {
                                     const at::Tensor& positions,
                                     std::optional<bool> runtime_gather_output);
 
-  // The final norm, output layer and MTP depths (the chunk with the loss).
-  void build_head(const ParallelContext& parallel);
+  // The final norm, output layer and MTP depths (`chunk`, the chunk with the
+  // loss), and the word embeddings' copy where the stage has none.
+  void build_head(const ParallelContext& parallel, const ModelChunk& chunk);
+  // The shared word embeddings' gradient summed over the embedding group.
+  void sum_over_embedding_group();
   // A chunk's decoder layers with recompute and per-layer graphs wrapped
   // around the one layer structure.
   at::Tensor decoder_forward(const ModelChunk& chunk, const at::Tensor& h,

@@ -320,16 +320,26 @@ void graph_scope_violations(const ModelConfig& c, Add&& add) {
 // keys), and what parity's pipeline does not run yet, each named.
 template <typename Add>
 void pipeline_violations(const ModelConfig& c, Add&& add) {
-  for (const PipelineLayoutViolation& v : validate_pipeline_layout(c.pipeline_layout()))
-    add(v.field, v.value, v.rule);
+  const std::vector<PipelineLayoutViolation> layout = validate_pipeline_layout(c.pipeline_layout());
+  for (const PipelineLayoutViolation& v : layout) add(v.field, v.value, v.rule);
   if (!c.pipelined()) return;
   const std::string not_yet =
       "is not supported with pipeline parallelism yet (pp = " + str(c.pipeline.pp) + ")";
-  if (!c.untie_embeddings)
-    add("untie", "false", "tied embeddings " + not_yet + ": needs untie", {"pp"});
-  // Megatron's MTP on the last stage reads a copy of the word embeddings.
-  if (c.mtp_layers > 0)
-    add("mtp_layers", str(c.mtp_layers), "multi-token prediction " + not_yet, {"pp"});
+  // The last stage's MTP depths embed with its copy of the word embeddings,
+  // which the embedding group syncs; Megatron's position embeddings have no
+  // such group (its first stage's only), so a learned copy there would train apart.
+  if (c.mtp_layers > 0 && c.position_embedding == PositionEmbeddingKind::learned)
+    add("position_embedding", "learned",
+        "multi-token prediction with pp > 1 needs rope: the last stage's copy of learned "
+        "position embeddings is outside Megatron's embedding group (pp = " +
+            str(c.pipeline.pp) + ")",
+        {"pp", "mtp_layers"});
+  if (c.mtp_layers > 0 && layout.empty() && mtp_standalone(c.pipeline_layout()))
+    add("pp-layout", c.pipeline.layout,
+        "the MTP layers (m) must be on the last stage with the loss (L): a standalone MTP stage "
+        "(Megatron's mtp_standalone) " +
+            not_yet,
+        {"pp", "mtp_layers"});
 }
 
 std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp, int ep) const {

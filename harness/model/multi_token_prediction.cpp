@@ -11,8 +11,10 @@ namespace parity {
 
 MultiTokenPredictionLayer::MultiTokenPredictionLayer(std::string name, const ModelConfig* config,
                                                      ParameterFactory& params,
-                                                     const ParallelContext& parallel)
+                                                     const ParallelContext& parallel,
+                                                     std::int64_t layer_number)
     : Module(name, config),
+      layer_number_(layer_number),
       enorm_(name + ".enorm", config, params),
       hnorm_(name + ".hnorm", config, params),
       // Megatron: gather_output=False and a gather after; the same values.
@@ -100,12 +102,18 @@ MtpBatch GPTModel::mtp_batch(const at::Tensor& tokens, const at::Tensor& labels)
 }
 
 std::vector<LoggedStatistic> GPTModel::logged_mtp_losses(std::int64_t microbatches) {
-  if (!mtp_tracked_losses_.defined()) return {};
+  if (config_.mtp_layers == 0) return {};
   at::NoGradGuard no_grad;
   const ParallelContext& par = runtime_.parallel;
   // CP ranks hold shares of one sequence (TP ranks under SP the same losses:
-  // the output layer gathers the sequence); DP ranks hold other data.
-  const at::Tensor all = sum_over(par.dp, sum_over(par.cp, mtp_tracked_losses_.clone())).cpu();
+  // the output layer gathers the sequence); DP ranks hold other data. Only the
+  // last pipeline stage runs the depths (Megatron logs them from there); the
+  // others add zeros, so every rank reports the values.
+  at::Tensor all = mtp_tracked_losses_.defined()
+                       ? sum_over(par.dp, sum_over(par.cp, mtp_tracked_losses_.clone()))
+                       : at::zeros({config_.mtp_layers},
+                                   at::TensorOptions().dtype(at::kDouble).device(device()));
+  all = sum_over(par.pp, all).cpu();
   const double per_microbatch = 1.0 / (double(microbatches) * double(par.dp_size()));
   std::vector<LoggedStatistic> out;
   for (std::int64_t k = 0; k < config_.mtp_layers; ++k)

@@ -41,9 +41,14 @@ struct MtpBatch {
 
 class MultiTokenPredictionLayer : public Module {
  public:
+  // `layer_number`: its transformer layer's global number, after the decoder's
+  // (pipeline_layout.h's mtp_transformer_layer_number).
   MultiTokenPredictionLayer(std::string name, const ModelConfig* config, ParameterFactory& params,
-                            const ParallelContext& parallel);
+                            const ParallelContext& parallel, std::int64_t layer_number);
   ~MultiTokenPredictionLayer() override;
+  // Megatron's TransformerLayer.layer_number - 1 of the depth's layer: what its
+  // per-layer statistics are filed under (Parameter::layer).
+  std::int64_t layer_number() const { return layer_number_; }
   // embedded [s(/tp), b, h] (the shifted tokens' embedding), hidden [s(/tp), b, h]
   // (the previous depth's output); positions [s_local] the rank's global
   // positions (rope). Returns the depth's hidden states [s(/tp), b, h].
@@ -51,6 +56,7 @@ class MultiTokenPredictionLayer : public Module {
                      const at::Tensor& positions) const;
 
  private:
+  std::int64_t layer_number_;
   Norm enorm_, hnorm_;
   ColumnParallelLinear eh_proj_;
   TransformerLayer layer_;

@@ -2,21 +2,31 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "harness/faults/code_path_faults.h"
-#include "harness/graphs/graph_scope.h"
 #include "harness/model/flat_shard_layout.h"
 
 PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
+PARITY_USES_FAULT(tied_embedding_norm_twice);
 
 namespace parity {
+
+std::string layer_label_of(std::int64_t number, std::int64_t decoder_layers) {
+  return number < decoder_layers ? "decoder.layers." + std::to_string(number)
+                                 : "mtp.layers." + std::to_string(number - decoder_layers);
+}
 
 ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout* layout) {
   at::NoGradGuard no_grad;
   const ParallelContext& par = model.parallel();
-  const std::int64_t L = model.config().layers;
+  const ModelConfig& c = model.config();
+  // The decoder's layers, then one per MTP layer module (one for every depth
+  // when they repeat one layer), by their numbers (Parameter::layer).
+  const std::int64_t L =
+      c.layers + (c.mtp_repeated_layer ? std::min<std::int64_t>(c.mtp_layers, 1) : c.mtp_layers);
   // [dense: global, layer 0..L-1 | experts: global, layer 0..L-1], squares in
   // fp64 on the model's device (the communicators' tensors; no host sync here).
   std::vector<at::Tensor> squares;
@@ -30,6 +40,10 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
     if (!expert && p.shard.replicated() && par.tp_rank() != 0 &&
         !fault_active(fault_replica_marked_tp_sharded))
       continue;
+    // The last stage's copy of the word embeddings counts on the first stage
+    // (Megatron's param_is_not_shared). Fault tied-embedding-norm-twice
+    // (NVIDIA/Megatron-LM #7227): the copy is counted too.
+    if (p.shared && !fault_active(fault_tied_embedding_norm_twice)) continue;
     at::Tensor t = of == NormOf::gradients ? p.value.grad() : p.value.detach();
     if (!t.defined()) continue;
     t = t.reshape({-1});
@@ -41,10 +55,9 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
     const std::int64_t base = expert ? L + 1 : 0;
     squares.push_back(sq);
     slots.push_back(base);
-    const std::int64_t layer = layer_index_of_site(p.name).value_or(-1);
-    if (layer >= 0 && layer < L) {
+    if (p.layer >= 0 && p.layer < L) {
       squares.push_back(sq);
-      slots.push_back(base + 1 + layer);
+      slots.push_back(base + 1 + p.layer);
     }
   }
   const at::TensorOptions f64 = at::TensorOptions().dtype(at::kDouble).device(model.device());
@@ -69,7 +82,7 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
   double layers = 0;
   for (std::int64_t l = 0; l < L; ++l) {
     layers += v[1 + l];
-    out.per_layer.emplace_back("decoder.layers." + std::to_string(l), std::sqrt(v[1 + l]));
+    out.per_layer.emplace_back(layer_label_of(l, c.layers), std::sqrt(v[1 + l]));
   }
   out.layers = std::sqrt(layers);
   return out;

@@ -13,7 +13,9 @@
 //   FlatShard    under --distributed-optimizer each DP rank counts its flat
 //                ranges of the dense parameters; sums over DP too
 // Gradients and values are replicated over CP and DP otherwise, so nothing
-// else is reduced. In fp64; every rank returns the same values.
+// else is reduced. The last pipeline stage's copy of the word embeddings
+// (Parameter::shared) is skipped: the first stage counts them (Megatron's
+// param_is_not_shared). In fp64; every rank returns the same values.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,10 +30,16 @@ enum class NormOf : std::int8_t { gradients, values };
 
 struct ParameterNorms {
   double global = 0;  // every parameter
-  double layers = 0;  // the decoder layers' parameters
-  // Per decoder layer, in layer order: ("decoder.layers.<i>", norm).
+  double layers = 0;  // the decoder's and the MTP layers' parameters
+  // Per layer, by Parameter::layer: ("decoder.layers.<i>", norm) for the
+  // decoder's, then ("mtp.layers.<k>", norm) for each MTP layer module.
   std::vector<std::pair<std::string, double>> per_layer;
 };
+
+// The label of layer `number` of a model with `decoder_layers` decoder layers:
+// "decoder.layers.<number>", or "mtp.layers.<number - decoder_layers>" for an
+// MTP layer (Megatron's layer label of its parameters' names).
+std::string layer_label_of(std::int64_t number, std::int64_t decoder_layers);
 
 // `layout` null: no distributed optimizer. Every rank must call it (collectives
 // over tp, ep and, with a layout, dp). Gradients must exist (after finalize_grads).

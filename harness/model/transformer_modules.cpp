@@ -396,11 +396,12 @@ at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x
 }
 
 // ---------------------------------------------------------------- embedding
-Embedding::Embedding(std::string name, const ModelConfig* config, ParameterFactory& params)
+Embedding::Embedding(std::string name, const ModelConfig* config, ParameterFactory& params,
+                     bool position_embeddings)
     : Module(std::move(name), config) {
   word_ = params.make(name_ + ".word_embeddings.weight", {config->vocab, config->hidden},
                       InitKind::normal, config->init_std, ShardSpec::along(0));
-  if (config->position_embedding == PositionEmbeddingKind::learned) {
+  if (position_embeddings && config->position_embedding == PositionEmbeddingKind::learned) {
     position_ = params.make(name_ + ".position_embeddings.weight", {config->seq, config->hidden},
                             InitKind::normal, config->init_std, ShardSpec::replicate());
   }

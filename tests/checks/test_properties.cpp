@@ -440,6 +440,38 @@ TEST(Properties, ReplicaConsistencyComparesEachPiecesCopies) {
   EXPECT_EQ(p.status, Status::skip) << p.reason;
 }
 
+// pp 2 with tied embeddings: the first and the last stage each hold the word
+// embeddings, whose values after every step must be equal (the gradients
+// alone cannot show a copy that started apart: the embedding group sums them).
+TEST(Properties, ReplicaConsistencyComparesThePipelineStagesEmbeddingCopies) {
+  CheckRun run;
+  run.name = "a";
+  run.config.pp = 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    RankRun r;
+    r.rank = rank;
+    r.stage = rank;
+    r.parameter_tp = {{"embedding.word_embeddings.weight", "shard"}};
+    StepData s;
+    s.grads = {{"embedding.word_embeddings.weight", "g"}};
+    s.shared_values = {{"embedding.word_embeddings.weight", "v"}};
+    r.steps.push_back(s);
+    run.ranks.push_back(r);
+  }
+  PropertyResult p = check_replica_consistency({&run});
+  EXPECT_EQ(p.status, Status::pass) << p.reason;
+  EXPECT_NE(p.reason.find("2 values of the stages' word-embedding copies bitwise equal"),
+            std::string::npos)
+      << p.reason;
+  run.ranks[1].steps[0].shared_values["embedding.word_embeddings.weight"] = "apart";
+  p = check_replica_consistency({&run});
+  EXPECT_EQ(p.status, Status::fail);
+  EXPECT_NE(p.reason.find("step 0 value embedding.word_embeddings.weight: rank 1 (tp=0, cp=0, "
+                          "dp=0, pp=1) differs from its replica on rank 0"),
+            std::string::npos)
+      << p.reason;
+}
+
 // sharded_gradients combines a TP-sharded parameter's pieces (one copy per TP
 // rank) and takes a replica once, then compares with the single-rank norms.
 TEST(Properties, ShardedGradientsCombinePiecesAndCompareWithTheSingleRankRun) {

@@ -2,9 +2,10 @@
 // driver's pipeline schedules (1F1B, interleaved 1F1B) with point-to-point
 // activations and gradients between stages. Against the single-rank run
 // (fp64): the same per-step losses on every rank, the same gradient of every
-// parameter on the one stage that holds it, and each layer's observation
-// sites notified exactly once per microbatch, under their global names, on the
-// owning stage only.
+// parameter on the one stage that holds it (the word embeddings, tied or read
+// by MTP depths, on the first and the last), the optimizer's norms, and each
+// layer's observation sites notified exactly once per microbatch, under their
+// global names, on the owning stage only.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -35,11 +36,19 @@ struct PipelineLayout {
   bool check_collectives = false;
   int cp = 1;
   bool sp = false;
+  bool tied = false;  // the output layer shares the word embeddings
+  int mtp = 0;        // MTP depths (with rope)
 };
 std::string layout_name(const ::testing::TestParamInfo<PipelineLayout>& info) {
   return info.param.name;
 }
 void PrintTo(const PipelineLayout& l, std::ostream* os) { *os << l.name; }
+// `l` with tied embeddings and/or MTP depths: the last stage's copy of the word embeddings.
+PipelineLayout with_embedding_copy(PipelineLayout l, bool tied, int mtp) {
+  l.tied = tied;
+  l.mtp = mtp;
+  return l;
+}
 
 RunConfig pipeline_run(const PipelineLayout& l) {
   RunConfig c = testing::small_config<RunConfig>();
@@ -54,6 +63,10 @@ RunConfig pipeline_run(const PipelineLayout& l) {
   c.pp_first_layers = l.first_stage_layers;
   c.pp_layout = l.layout;
   c.check_collectives = l.check_collectives;
+  c.untie = !l.tied;
+  c.mtp_layers = l.mtp;
+  if (l.mtp > 0) c.position_embedding = PositionEmbeddingOption::rope;
+  c.metrics = {"global-wgrad-l2", "global-param-l2", "layer-param-l2"};
   c.steps = 2;
   c.dtype = DType::fp64;
   c.seed = 7;
@@ -95,7 +108,12 @@ TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
   placement.vpp = l.vpp;
   if (l.first_stage_layers > 0) placement.first_stage_layers = l.first_stage_layers;
   placement.layout = l.layout;
+  placement.mtp_layers = l.mtp;
   ASSERT_TRUE(validate_pipeline_layout(placement).empty());
+  // The word embeddings live on the first stage, and on the last too where
+  // the output layer or the MTP depths read them.
+  const std::string word = "embedding.word_embeddings.weight";
+  const bool copied = l.tied || l.mtp > 0;
 
   std::map<std::string, int> holders;  // parameter -> ranks holding it (tp 1: one per dp rank)
   for (const nlohmann::json& r : ranks.results) {
@@ -106,6 +124,28 @@ TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
       const double want = s0["steps"][s]["loss"].get<double>();
       EXPECT_NEAR(r["steps"][s]["loss"].get<double>(), want, 1e-10 * std::abs(want)) << s;
       EXPECT_EQ(r["steps"][s]["loss"], ranks.results[0]["steps"][s]["loss"]);  // every rank alike
+      // The optimizer's norms (the shared weight counted once) and the MTP
+      // losses, every rank the single-rank run's.
+      std::map<std::pair<std::string, std::string>, double> want_metrics;
+      for (const nlohmann::json& m : s0["steps"][s]["metrics"])
+        want_metrics[{m["metric"], m["label"]}] = m["value"].get<double>();
+      std::size_t metrics = 0;
+      for (const nlohmann::json& m : r["steps"][s]["metrics"]) {
+        const auto it = want_metrics.find({m["metric"], m["label"]});
+        ASSERT_NE(it, want_metrics.end()) << m.dump();
+        EXPECT_NEAR(m["value"].get<double>(), it->second, 1e-10 * std::abs(it->second)) << m.dump();
+        ++metrics;
+      }
+      EXPECT_EQ(metrics, want_metrics.size());
+      // The stages' copies of the word embeddings stay equal, step after step
+      // (rank tp of stage 0 holds the same shard: tp is the fastest index).
+      if (copied && (stage == 0 || stage == l.pp - 1)) {
+        const int tp = r["coordinates"]["tp"].get<int>();
+        EXPECT_EQ(r["steps"][s]["shared_values"][word],
+                  ranks.results[static_cast<std::size_t>(tp)]["steps"][s]["shared_values"][word]);
+      } else {
+        EXPECT_FALSE(r["steps"][s].contains("shared_values"));
+      }
     }
     // Gradients: every parameter of the stage, by its global name, after
     // finalize_grads (tp 1: whole tensors, comparable with the single rank's).
@@ -127,22 +167,24 @@ TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
       if (layer) {
         EXPECT_EQ(chunk_of_layer(placement, static_cast<int>(*layer)).pp_rank, stage) << t.site;
       }
-      if (t.site == "output_layer.output_logits") {
-        EXPECT_EQ(stage, l.pp - 1);
+      if (t.site.rfind("output_layer.", 0) == 0) {  // the logits and the MTP logits
+        EXPECT_EQ(stage, l.pp - 1) << t.site;
       }
     }
     for (const auto& [key, n] : seen) EXPECT_EQ(n, 1) << std::get<2>(key);
     std::set<std::string> sites;
     for (const auto& [key, n] : seen) sites.insert(std::get<2>(key));
-    std::size_t expected_sites = stage == l.pp - 1 ? 1 : 0;  // the logits
+    std::size_t expected_sites = stage == l.pp - 1 ? 1 + l.mtp : 0;  // the logits
     for (int layer = 0; layer < l.layers; ++layer)
       if (chunk_of_layer(placement, layer).pp_rank == stage) expected_sites += 6;
     EXPECT_EQ(sites.size(), expected_sites);
     EXPECT_EQ(seen.size(), expected_sites * static_cast<std::size_t>(l.microbatches * 2));
   }
-  // Every parameter lives on exactly one stage (and on every tp and dp rank of it).
+  // Every parameter lives on exactly one stage (and on every tp and dp rank of
+  // it), the word embeddings on two where they are copied.
   EXPECT_EQ(holders.size(), s0["steps"][1]["grad_norms"].size());
-  for (const auto& [name, n] : holders) EXPECT_EQ(n, l.tp * l.cp * l.dp) << name;
+  for (const auto& [name, n] : holders)
+    EXPECT_EQ(n, l.tp * l.cp * l.dp * (copied && name == word ? 2 : 1)) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -154,8 +196,15 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineLayout{"pp2_tp2_dp2", 2, 2, 2, 1, 2, 2},
                       PipelineLayout{"pp2_uneven_first_stage", 1, 1, 2, 1, 3, 2, 1},
                       PipelineLayout{"pp2_layout_string", 1, 1, 2, 1, 3, 2, 0, "Et|ttL"},
-                      PipelineLayout{"pp2_vpp2_checked_collectives", 1, 2, 2, 2, 4, 2, 0, "",
-                                     true}),
+                      PipelineLayout{"pp2_vpp2_checked_collectives", 1, 2, 2, 2, 4, 2, 0, "", true},
+                      with_embedding_copy({"pp2_tied", 1, 1, 2, 1, 2, 3}, true, 0),
+                      with_embedding_copy({"pp4_vpp2_tp2_tied_checked_collectives", 2, 1, 4, 2,
+                                           8, 4, 0, "", true},
+                                          true, 0),
+                      with_embedding_copy({"pp2_mtp_untied", 1, 1, 2, 1, 2, 2}, false, 2),
+                      with_embedding_copy({"pp4_tied_mtp_layout_string", 1, 2, 4, 1, 4, 4, 0,
+                                           "Et|t|t|tmL"},
+                                          true, 1)),
     layout_name);
 
 // The matrix: every TP x SP x CP x DP layout of the model-parallel matrix
@@ -199,17 +248,22 @@ TEST(PipelineConfig, InterleavedScheduleRefusesMicrobatchesThatAreNotAMultipleOf
       << format_for_cli(v.front());
 }
 
-TEST(PipelineConfig, WhatThePipelineDoesNotRunYetIsRefusedByName) {
-  for (const auto& [field, edit] : std::vector<std::pair<std::string, void (*)(RunConfig&)>>{
-           {"untie", [](RunConfig& c) { c.untie = false; }},
-           {"mtp-layers", [](RunConfig& c) { c.mtp_layers = 1; }}}) {
-    RunConfig c = pipeline_run({"x", 1, 1, 2, 1, 2, 2});
-    edit(c);
-    bool named = false;
-    for (const ConfigViolation& v : validate_run_config(c))
-      named = named || (v.field == field && v.rule.find("pipeline") != std::string::npos);
-    EXPECT_TRUE(named) << field;
-  }
+// MTP depths under PP: with rope only (the last stage's learned position
+// embeddings would be outside the embedding group), and on the last stage
+// (no standalone MTP stage); each refused naming its field.
+TEST(PipelineConfig, MtpDepthsNeedRopeAndTheLastStage) {
+  RunConfig c = pipeline_run(with_embedding_copy({"x", 1, 1, 2, 1, 2, 2}, false, 1));
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.position_embedding = PositionEmbeddingOption::learned;
+  std::vector<ConfigViolation> v = validate_run_config(c);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v.front().field, "position-embedding");
+  EXPECT_NE(v.front().rule.find("needs rope"), std::string::npos) << v.front().rule;
+  c = pipeline_run(with_embedding_copy({"x", 1, 1, 4, 1, 3, 4, 0, "Et|t|tm|L"}, false, 1));
+  v = validate_run_config(c);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v.front().field, "pp-layout");
+  EXPECT_NE(v.front().rule.find("last stage"), std::string::npos) << v.front().rule;
 }
 
 // The evaluation (Megatron's forward_only schedule) and the weight-gradient

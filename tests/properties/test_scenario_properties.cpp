@@ -158,6 +158,9 @@ RC_GTEST_PROP(ScenarioGenerators, EveryPipelineScenarioIsValid, ()) {
   RC_ASSERT(scenario.world_size() <= 16);
   RC_TAG("pp " + std::to_string(scenario.pp), "vpp " + std::to_string(scenario.vpp),
          scenario.pp_layout.empty() ? (scenario.pp_first_layers > 0 ? "uneven" : "even") : "layout",
+         // The last stage's copy of the word embeddings: tied, or read by MTP depths.
+         std::string(scenario.untie ? "untied" : "tied") +
+             (scenario.mtp_layers > 0 ? " + mtp " + std::to_string(scenario.mtp_layers) : ""),
          scenario.moe_experts > 0 ? "MoE" : "dense");
 }
 
