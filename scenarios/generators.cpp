@@ -462,14 +462,21 @@ void pick_pipeline_moe(RunConfig& c) {
   // Per-layer graphs over MoE layers: the whole layer, or Megatron's partial
   // scopes (the router graph; "moe" only with drop-and-pad), on every stage.
   if (c.graphs == GraphOption::per_layer && sometimes(2)) {
-    std::vector<std::string> scopes = {"attn", "moe_router", "attn,moe_router",
-                                       "moe_router,moe_preprocess"};
-    if (c.moe_capacity_factor > 0) scopes.push_back("attn,moe");
+    std::vector<std::string> scopes = {"attn"};
+    // A layernorm checkpoint would span the router graph and the eager
+    // experts (graph_scope_violations): the MoE scopes only without it.
+    if (c.recompute.find("layernorm") == std::string::npos) {
+      for (const char* scope : {"moe_router", "attn,moe_router", "moe_router,moe_preprocess"})
+        scopes.push_back(scope);
+      if (c.moe_capacity_factor > 0) scopes.push_back("attn,moe");
+    }
     c.graph_scope = one_of(scopes);
   }
   // The MoE block's own checkpoint, the router metrics (eager only: a graph
   // may capture the router) and the tracker, which every stage joins.
-  if (c.recompute.rfind("selective:", 0) == 0 && sometimes(2)) c.recompute += ",moe";
+  // (Megatron refuses to checkpoint the MoE block a graph captures part of.)
+  if (c.graphs == GraphOption::none && c.recompute.rfind("selective:", 0) == 0 && sometimes(2))
+    c.recompute += ",moe";
   if (c.graphs == GraphOption::none)
     for (const std::string& m : router_metric_names())
       if (sometimes(3)) c.metrics.push_back(m);
