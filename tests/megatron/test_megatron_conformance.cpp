@@ -211,8 +211,8 @@ INSTANTIATE_TEST_SUITE_P(
     EveryLayout, MegatronConformance,
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
-                          std::string("mtp"), std::string("moe"), std::string("gqa"),
-                          std::string("mqa"), std::string("qknorm")),
+                          std::string("mtp"), std::string("mtp_rope"), std::string("moe"),
+                          std::string("gqa"), std::string("mqa"), std::string("qknorm")),
         ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
                           Layout{"tp2_sp", {"--tp", "2", "--sp", "--dp", "1"}},
                           Layout{"cp2", {"--cp", "2", "--dp", "1"}}, Layout{"dp2", {"--dp", "2"}},
@@ -245,18 +245,31 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Pipeline stages: every stage loads its own layers from the whole model's
 // file and the dump gathers the stages' gradients and the last stage's outputs
-// (the MoE fixture: its two MoE layers on two stages, ep 2 within the dp 2 stage);
+// (the MoE fixture: its two MoE layers on two stages, ep 2 within the dp 2 stage;
+// tied: the last stage's copy of the word embeddings);
 // the 2-layer fixtures under pp 2 x vpp 2 take Megatron's layout string (the
 // embedding and the loss chunks hold no decoder layer).
 INSTANTIATE_TEST_SUITE_P(
     PipelineStages, MegatronConformance,
     ::testing::Combine(
-        ::testing::Values(std::string("default"), std::string("modern"), std::string("gqa"),
-                          std::string("mqa"), std::string("qknorm"), std::string("moe")),
+        ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
+                          std::string("gqa"), std::string("mqa"), std::string("qknorm"),
+                          std::string("moe")),
         ::testing::Values(
             Layout{"pp2", {"--pp", "2", "--dp", "1"}},
             Layout{"pp2_vpp2", {"--pp", "2", "--vpp", "2", "--pp-layout", "E|t|t|L", "--dp", "1"}},
             Layout{"pp2_tp2_dp2", {"--pp", "2", "--tp", "2", "--dp", "2"}})),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
+
+// MTP depths on the last stage (rope, as MTP under PP needs; four layers so that
+// pp 2 x vpp 2 splits evenly, the depths after the last chunk's layer).
+INSTANTIATE_TEST_SUITE_P(
+    PipelineStagesMtp, MegatronConformance,
+    ::testing::Combine(::testing::Values(std::string("mtp_rope")),
+                       ::testing::Values(Layout{"pp2", {"--pp", "2", "--dp", "1"}},
+                                         Layout{"pp2_vpp2", {"--pp", "2", "--vpp", "2", "--dp", "1"}},
+                                         Layout{"pp2_tp2_dp2",
+                                                {"--pp", "2", "--tp", "2", "--dp", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 INSTANTIATE_TEST_SUITE_P(
