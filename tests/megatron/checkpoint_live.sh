@@ -9,9 +9,21 @@
 # with --dump, and compare_golden.py requires the fixture's weights bit for bit and its logits,
 # loss (rel 1e-5) and gradients (rel 1e-4). Needs the venv of ci/megatron-env; without it the test
 # SKIPs (exit 77, CTest's SKIP_RETURN_CODE) and says why. It never creates the venv.
-# Usage: checkpoint_live.sh SOURCE_DIR PARITY_BINARY VARIANT
+# Usage: checkpoint_live.sh SOURCE_DIR PARITY_BINARY VARIANT [full|legacy-tp2]
+# legacy-tp2 (CI's second variant, to keep the label's time down): only the legacy checkpoint at
+# TP 2, at the three layouts; full (the default) everything above.
 set -euo pipefail
-src=$1 parity=$2 variant=$3
+src=$1 parity=$2 variant=$3 scope=${4:-full}
+layouts=("2 1" "2 2")
+sources=(tp2pp1/legacy tp2pp2/legacy tp2pp1/converted.safetensors tp2pp2/converted.safetensors
+  tp2pp1/state_dict.pt)
+if [[ $scope == legacy-tp2 ]]; then
+  layouts=("2 1")
+  sources=(tp2pp1/legacy)
+elif [[ $scope != full ]]; then
+  echo "checkpoint_live.sh: scope $scope: must be full or legacy-tp2" >&2
+  exit 2
+fi
 fixture="$src/tests/fixtures/megatron/$variant"
 venv="${PARITY_CACHE:-/var/cache/parity}/megatron-venv"
 if ! ls "$venv"/.parity-megatron-core-* >/dev/null 2>&1; then
@@ -24,7 +36,7 @@ trap 'rm -rf "$work"' EXIT
 python=("$venv/bin/python" -W ignore)
 tools="$src/tools/megatron"
 
-for layout in "2 1" "2 2"; do
+for layout in "${layouts[@]}"; do
   read -r tp pp <<<"$layout"
   echo "== Megatron Core saves the $variant fixture at TP $tp x PP $pp"
   "${python[@]}" "$tools/save_checkpoint.py" "$fixture" "$work/tp${tp}pp${pp}" --tp "$tp" --pp "$pp" \
@@ -58,8 +70,7 @@ if [[ $code -ne 2 ]] || ! grep -q "convert_torch_dist.py" "$work/dist.out"; then
   exit 1
 fi
 
-for weights in tp2pp1/legacy tp2pp2/legacy tp2pp1/converted.safetensors \
-  tp2pp2/converted.safetensors tp2pp1/state_dict.pt; do
+for weights in "${sources[@]}"; do
   for layout in "--dp 1" "--cp 2" "--dp 2"; do
     read -r -a flags <<<"$layout"
     dp=1
