@@ -16,10 +16,14 @@ PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(optimizer_step_not_saved);
 PARITY_USES_FAULT(pp_send_order);
 PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
+PARITY_USES_FAULT(replica_saved_per_rank);
+PARITY_USES_FAULT(reshard_flat_buffer_order);
+PARITY_USES_FAULT(resume_rng_not_restored);
 PARITY_USES_FAULT(router_stats_include_padding);
 PARITY_USES_FAULT(warmup_counted_as_step);
 PARITY_USES_FAULT(wgrad_hook_per_graph_task);
@@ -61,6 +65,22 @@ bool replay_router(RunConfig& s) {
     s.steps = std::max(s.steps, s.graph_warmup + 2);
   }
   return true;
+}
+
+// A resume (resume_invariance): two steps at least, saved after the first
+// unless the case drew a resume of its own.
+void resume(RunConfig& s) {
+  s.steps = std::max(s.steps, 2);
+  if (s.resume_at == 0 || s.resume_at >= s.steps) s.resume_at = 1;
+}
+
+// Adam, in fp64 (check.cpp's note: fp32 rounding is no match for Adam's
+// normalized updates), updating.
+void adam(RunConfig& s) {
+  s.optimizer = OptimizerOption::adam;
+  s.dtype = DType::fp64;
+  s.fp32_residual = false;
+  if (!(s.lr > 0) || s.lr > 0.01) s.lr = 0.01;
 }
 
 }  // namespace
@@ -172,6 +192,25 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // heads are tp or 2 tp, so even).
     if (s.tp < 4) return false;
     s.num_query_groups = 2;
+  } else if (fault == fault_reshard_flat_buffer_order) {
+    // The distributed optimizer's Adam state, resumed at another DP size.
+    resume(s);
+    adam(s);
+    s.distributed_optimizer = true;
+    s.resume_layout =
+        s.dp > 1 ? "dp=" + std::to_string(s.dp / 2) + (s.ep > 1 ? ",ep=1" : "") : "dp=2";
+  } else if (fault == fault_resume_rng_not_restored) {
+    // Dropout, resumed at the same layout (where the streams carry over).
+    resume(s);
+    s.resume_layout.clear();
+    if (!(s.dropout > 0)) s.dropout = 0.1;
+  } else if (fault == fault_optimizer_step_not_saved) {
+    resume(s);
+    adam(s);
+  } else if (fault == fault_replica_saved_per_rank) {
+    // Replicas: more than one rank.
+    resume(s);
+    if (s.world_size() == 1) s.dp = 2;
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

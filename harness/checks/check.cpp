@@ -15,6 +15,7 @@
 #include "harness/checks/property.h"
 #include "harness/checks/report.h"
 #include "harness/checks/scenario.h"
+#include "harness/checks/tolerance.h"
 #include "harness/driver/training_step.h"
 
 namespace parity::checks {
@@ -104,6 +105,13 @@ CheckPlan plan_check(const RunConfig& scenario) {
         run_ref(variant::scenario) +
         " runs without forward metrics: they are rejected under full-iteration graphs "
         "(contract.md section 3); its traces show the silence after the capture");
+  if (scenario.optimizer == OptimizerOption::adam && computation_precision(scenario) != DType::fp64)
+    p.notes.push_back(
+        "Adam divides each update by the gradient's running magnitude, so a gradient that is zero "
+        "up to rounding (the key bias's, with learned positions) moves its parameter by up to lr "
+        "in one run and not in another: runs of different layouts may differ by more than the " +
+        std::string(to_string(computation_precision(scenario))) +
+        " tolerances (--dtype fp64 keeps that rounding below them)");
   std::vector<RunVariant> wanted = {variant::scenario};
   for (const Property* property : registered_properties()) {
     for (RunVariant v : property->runs_needed(scenario))

@@ -405,21 +405,23 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
                           ConfigViolation::Kind::text});
   // Checkpoints: parity run saves and resumes; parity check's resume_invariance
   // saves and resumes inside the check (--resume-at, --resume-layout).
-  if (check_like)
+  if (check_like) {
+    const nlohmann::json given_config = to_json(c), defaults = to_json(RunConfig{});
     for (const char* key : {"save-checkpoint", "save-every", "resume"})
-      if (given.contains(key) || base[key] != to_json(RunConfig{})[key])
+      if (given_config[key] != defaults[key])
         violations.push_back(
-            {key, field_value_text(base[key]),
+            {key, field_value_text(given_config[key]),
              "parity run only (parity check saves and resumes with --resume-at and "
              "--resume-layout)",
              std::string(key) == "save-every" ? ConfigViolation::Kind::number
                                               : ConfigViolation::Kind::text});
-  if (!check_like && (c.resume_at > 0 || !c.resume_layout.empty()))
+  }
+  // (--resume-layout alone is validate_run_config's: it needs --resume-at.)
+  if (!check_like && c.resume_at > 0)
     violations.push_back(
-        {c.resume_at > 0 ? "resume-at" : "resume-layout",
-         c.resume_at > 0 ? std::to_string(c.resume_at) : c.resume_layout,
+        {"resume-at", std::to_string(c.resume_at),
          "parity check only (parity run: --save-checkpoint DIR, then --resume DIR)",
-         c.resume_at > 0 ? ConfigViolation::Kind::number : ConfigViolation::Kind::text});
+         ConfigViolation::Kind::number});
   if (check_like && c.launch == LaunchMode::env)
     violations.push_back({"launch", "env",
                           "parity check launches several worlds (the single-rank reference "
