@@ -403,7 +403,11 @@ void pick_resume(RunConfig& c) {
     if (at && at->world_size() <= 16 && checks::validate_check_scenario(r).empty())
       valid.push_back(l);
   }
-  c.resume_layout = one_of(valid);  // "" is always valid
+  if (valid.empty()) {  // an invalid scenario: no resume makes it valid
+    c.resume_at = 0;
+    return;
+  }
+  c.resume_layout = one_of(valid);
   if (c.dtype == DType::fp64 && !c.fp32_residual && sometimes(3)) {
     c.optimizer = OptimizerOption::adam;
     if (c.lr > 0) c.lr = 0.01;

@@ -71,7 +71,7 @@ inline constexpr RunVariant reference_backend_without_dropout =
     reference_backend.with(RunChange::without_dropout);  // (f) when the scenario has dropout
 inline constexpr RunVariant without_dropout = scenario.with(RunChange::without_dropout);  // (g)
 inline constexpr RunVariant router_inputs_changed =
-    scenario.with(RunChange::router_inputs_changed);  // (h)
+    scenario.with(RunChange::router_inputs_changed);                   // (h)
 inline constexpr RunVariant resumed = eager.with(RunChange::resumed);  // (r): recompute kept
 inline constexpr RunVariant resumed_without_dropout =
     resumed.with(RunChange::without_dropout);  // (r) when the layout changes under dropout

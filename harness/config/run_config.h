@@ -131,8 +131,8 @@ struct RunConfig {
   std::string trace;                       // JSONL trace path; "" = none
   bool gather_output = false;              // output layer gathers logits over TP
   RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output
-  double lr = 0.1;                         // learning rate of the step driver (0: no update)
-  bool distributed_optimizer = false;      // the update split flat over DP (FlatShard)
+  double lr = 0.1;                     // learning rate of the step driver (0: no update)
+  bool distributed_optimizer = false;  // the update split flat over DP (FlatShard)
   // The optimizer (harness/model/optimizer.h): SGD, or Adam with bias correction.
   OptimizerOption optimizer = OptimizerOption::sgd;
   double adam_beta1 = 0.9;
