@@ -4,7 +4,11 @@
 // training state; --save-checkpoint saves after the last step and every
 // --save-every steps.
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
 #include "harness/model/checkpoint.h"
@@ -30,5 +34,19 @@ Resumed resume_from(const checkpoint::Reader& reader, const RunConfig& config, G
 // Whether the run saves after step `step` (0-based): after the last step, and
 // after every save_every-th.
 bool save_due(const RunConfig& config, std::int64_t step);
+// The save after step `step` into config.save_checkpoint (every rank calls
+// it; `world` null for one rank): the run's options and data position in the
+// manifest, `after_write` the rank's fault point. Returns the step folder.
+std::string save_after_step(const RunConfig& config, std::int64_t step, GPTModel& model,
+                            const Optimizer& optimizer, int rank, Communicator* world,
+                            const std::function<void()>& after_write);
+
+// Each parameter this rank holds after training: the L2 norm of its shard and
+// the shard's dot product with a fixed random tensor of the full shape (sliced
+// like the parameter), both in fp64, {name: [l2, projection]}. Summed over a
+// parameter's TP pieces they are the full tensor's (squared norm,
+// projection): what resume_invariance compares, elementwise-sensitively,
+// across layouts.
+nlohmann::json final_parameters(GPTModel& model);
 
 }  // namespace parity

@@ -41,8 +41,6 @@ PARITY_USES_FAULT(eval_loss_cp_unscaled);
 namespace parity {
 namespace {
 
-constexpr std::uint64_t kProjectionSeed = 0x9a417e5e;
-
 double thread_cpu_seconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -305,28 +303,6 @@ nlohmann::json step_json(const StepResult& s) {
           {"cpu_seconds", s.cpu_seconds}};
 }
 
-// Each parameter this rank holds after training: the L2 norm of its shard and
-// the shard's dot product with a fixed random tensor of the full shape (sliced
-// like the parameter), both in fp64. Summed over a parameter's TP pieces they
-// are the full tensor's (squared norm, projection): what resume_invariance
-// compares elementwise-sensitively across layouts.
-nlohmann::json final_parameters(GPTModel& model) {
-  at::NoGradGuard no_grad;
-  const ParallelContext& par = model.parallel();
-  nlohmann::json out = nlohmann::json::object();
-  for (const Parameter& p : model.parameters()) {
-    const at::Tensor local = p.value.detach().to(at::kCPU, at::kDouble);
-    std::vector<std::int64_t> full = local.sizes().vec();
-    if (!p.shard.replicated() && par.tp_size() > 1)
-      full.at(static_cast<std::size_t>(p.shard.dim)) *= par.tp_size();
-    const at::Tensor w =
-        shard_of(full_parameter(kProjectionSeed, p.name, full, InitKind::normal, 1.0, at::kDouble),
-                 p.shard, par.tp_rank(), par.tp_size());
-    out[p.name] = {local.norm().item<double>(), (local * w).sum().item<double>()};
-  }
-  return out;
-}
-
 [[maybe_unused]] const bool kRegistered = (register_model_program(), true);
 
 }  // namespace
@@ -463,15 +439,10 @@ nlohmann::json run_model_program(RankContext& ctx) {
   options.after_step = [&](std::int64_t step) {
     const bool first = step == options.first_step;
     if (save_due(config, step)) {
-      checkpoint::SaveRequest request;
-      request.dir = config.save_checkpoint;
-      request.step = step + 1;
-      request.scenario = to_json(config);
-      request.rank = ctx.rank;
-      request.world = &ctx.group(Axis::world);
-      if (first)
-        request.after_write = [&] { ctx.fault_point("model: during the save after step 0"); };
-      saved = checkpoint::save(request, model, optimizer);
+      std::function<void()> fault_point;
+      if (first) fault_point = [&] { ctx.fault_point("model: during the save after step 0"); };
+      saved = save_after_step(config, step, model, optimizer, ctx.rank, &ctx.group(Axis::world),
+                              fault_point);
     } else if (first) {
       ctx.fault_point("model: after step 0");
     }

@@ -112,6 +112,9 @@ struct SaveRequest {
   // The run's options as JSON (the driver's RunConfig): "scenario" in the
   // manifest, read back to tell the same layout (RNG) and the global batch.
   nlohmann::json scenario;
+  // Where the data stands ("data" in the manifest): the driver's numbering of
+  // the global microbatches the run consumed.
+  nlohmann::json data;
   int rank = 0;                   // global
   Communicator* world = nullptr;  // every rank of the run; null: a run of one rank
   // Called after this rank wrote its file, before the checkpoint is published

@@ -195,6 +195,7 @@ std::string save(const SaveRequest& r, GPTModel& model, const Optimizer& optimiz
         {"version", kVersion},
         {"step", r.step},
         {"scenario", r.scenario},
+        {"data", r.data},
         {"layout",
          {{"world", r.world ? r.world->size() : 1},
           {"tp", par.tp_size()},

@@ -236,6 +236,8 @@ TEST(Checkpoint, PiecesCarryGlobalOffsetsAndOneMainReplica) {
   EXPECT_EQ(m["step"], 1);
   EXPECT_EQ(m["optimizer"]["step"], 1);
   EXPECT_EQ(m["layout"]["world"], 4);
+  EXPECT_EQ(m["data"]["next_global_microbatch"], 4);  // 1 step of dp 2 x 2 microbatches
+  EXPECT_EQ(m["data"]["batch"], "seeded");
   ASSERT_EQ(m["files"].size(), 4u);
   // Each (key, offset) has one main replica among the ranks holding it; a TP
   // shard is held by the DP ranks (2 copies), a TP replica by every rank (4).
