@@ -17,11 +17,15 @@ PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 PARITY_USES_FAULT(mtp_layer_number_collision);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(optimizer_step_not_saved);
 PARITY_USES_FAULT(pp_send_order);
 PARITY_USES_FAULT(static_grad_aliasing);
 PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
+PARITY_USES_FAULT(replica_saved_per_rank);
+PARITY_USES_FAULT(reshard_flat_buffer_order);
+PARITY_USES_FAULT(resume_rng_not_restored);
 PARITY_USES_FAULT(tied_embedding_norm_twice);
 PARITY_USES_FAULT(router_stats_include_padding);
 PARITY_USES_FAULT(warmup_counted_as_step);
@@ -69,6 +73,22 @@ bool replay_router(RunConfig& s) {
 void add_metric(RunConfig& s, const char* metric) {
   if (std::find(s.metrics.begin(), s.metrics.end(), metric) == s.metrics.end())
     s.metrics.emplace_back(metric);
+}
+
+// A resume (resume_invariance): two steps at least, saved after the first
+// unless the case drew a resume of its own.
+void resume(RunConfig& s) {
+  s.steps = std::max(s.steps, 2);
+  if (s.resume_at == 0 || s.resume_at >= s.steps) s.resume_at = 1;
+}
+
+// Adam, in fp64 (check.cpp's note: fp32 rounding is no match for Adam's
+// normalized updates), updating.
+void adam(RunConfig& s) {
+  s.optimizer = OptimizerOption::adam;
+  s.dtype = DType::fp64;
+  s.fp32_residual = false;
+  if (!(s.lr > 0) || s.lr > 0.01) s.lr = 0.01;
 }
 
 }  // namespace
@@ -209,11 +229,40 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // heads are tp or 2 tp, so even).
     if (s.tp < 4) return false;
     s.num_query_groups = 2;
+  } else if (fault == fault_reshard_flat_buffer_order) {
+    // The distributed optimizer's Adam state, resumed at another DP size.
+    resume(s);
+    adam(s);
+    s.distributed_optimizer = true;
+    s.resume_layout =
+        s.dp > 1 ? "dp=" + std::to_string(s.dp / 2) + (s.ep > 1 ? ",ep=1" : "") : "dp=2";
+  } else if (fault == fault_resume_rng_not_restored) {
+    // Dropout, resumed at the same layout (where the streams carry over).
+    resume(s);
+    s.resume_layout.clear();
+    if (!(s.dropout > 0)) s.dropout = 0.1;
+  } else if (fault == fault_optimizer_step_not_saved) {
+    resume(s);
+    adam(s);
+  } else if (fault == fault_replica_saved_per_rank) {
+    // Replicas: more than one rank.
+    resume(s);
+    if (s.world_size() == 1) s.dp = 2;
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;
   } else {
     return true;
+  }
+  // A resume the case drew may not fit what the shape added (MoE layers at a
+  // resume layout without SP, EP 2 at a DP of 1): the case keeps its shape and
+  // drops the resume, which the other faults do not need.
+  const bool resume_fault =
+      fault == fault_reshard_flat_buffer_order || fault == fault_resume_rng_not_restored ||
+      fault == fault_optimizer_step_not_saved || fault == fault_replica_saved_per_rank;
+  if (!resume_fault && s.resume_at > 0 && !checks::validate_check_scenario(s).empty()) {
+    s.resume_at = 0;
+    s.resume_layout.clear();
   }
   return checks::validate_check_scenario(s).empty();
 }

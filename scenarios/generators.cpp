@@ -5,6 +5,7 @@
 
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
+#include "harness/config/resume_layout.h"
 #include "harness/graphs/graph_scope.h"
 #include "harness/metrics/metric_names.h"
 
@@ -375,6 +376,44 @@ void pick_idle_ranks(RunConfig& c) {
   if (!checks::validate_check_scenario(c).empty()) c = drawn;
 }
 
+void pick_resume(RunConfig& c) {
+  // Drawn last, for the same reason as pick_evaluation. A third of the
+  // scenarios with two steps or more save and resume (resume_invariance): at
+  // the scenario's layout or one with an axis changed (every valid one alike),
+  // sometimes under Adam in fp64 (fp32's rounding is no match for Adam's
+  // normalized updates, check.cpp's note).
+  if (c.steps < 2 || !sometimes(3)) return;
+  c.resume_at = 1 + static_cast<int>(index_below(static_cast<std::size_t>(c.steps - 1)));
+  std::vector<std::string> layouts = {""};
+  auto halve = [](int n) { return std::to_string(n / 2); };
+  if (c.tp > 1) layouts.push_back("tp=1");
+  if (c.tp == 1) layouts.push_back("tp=2");
+  if (c.cp > 1) layouts.push_back("cp=" + halve(c.cp));
+  if (c.dp > 1) layouts.push_back("dp=" + halve(c.dp) + (c.ep > 1 ? ",ep=1" : ""));
+  if (c.dp < 4) layouts.push_back("dp=" + std::to_string(2 * c.dp));
+  if (c.pp > 1) layouts.push_back("pp=1");
+  if (c.pp == 1 && c.layers >= 2) layouts.push_back("pp=2");
+  if (c.dp > 1) layouts.push_back("tp=" + std::to_string(2 * c.tp) + ",dp=" + halve(c.dp));
+  std::vector<std::string> valid;
+  for (const std::string& l : layouts) {
+    RunConfig r = c;
+    r.resume_layout = l;
+    const std::optional<RunConfig> at = resumed_config(r);
+    // World <= 16 at the resume layout too (pick_layout's bound).
+    if (at && at->world_size() <= 16 && checks::validate_check_scenario(r).empty())
+      valid.push_back(l);
+  }
+  if (valid.empty()) {  // an invalid scenario: no resume makes it valid
+    c.resume_at = 0;
+    return;
+  }
+  c.resume_layout = one_of(valid);
+  if (c.dtype == DType::fp64 && !c.fp32_residual && sometimes(3)) {
+    c.optimizer = OptimizerOption::adam;
+    if (c.lr > 0) c.lr = 0.01;
+  }
+}
+
 rc::Gen<RunConfig> gen_scenario() {
   return gen::exec([] {
     RunConfig c;
@@ -391,6 +430,7 @@ rc::Gen<RunConfig> gen_scenario() {
     pick_mtp(c);
     pick_idle_ranks(c);
     pick_collective_checks(c);
+    pick_resume(c);
     return c;
   });
 }
@@ -497,6 +537,7 @@ rc::Gen<RunConfig> gen_pipeline_scenario() {
     pick_optimizer(c);
     pick_evaluation(c);
     pick_pipeline_moe(c);
+    pick_resume(c);
     return c;
   });
 }
@@ -521,6 +562,7 @@ rc::Gen<RunConfig> gen_moe_scenario() {
     pick_mtp(c);
     pick_idle_ranks(c);
     pick_collective_checks(c);
+    pick_resume(c);
     return c;
   });
 }

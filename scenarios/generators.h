@@ -76,6 +76,12 @@ bool make_idle_sequence_ranks(RunConfig& c);
 // tracker (its tp, cp and dp sums) and a router metric.
 void pick_idle_ranks(RunConfig& c);
 
+// A resume on a third of the scenarios with two steps or more (drawn last):
+// --resume-at in [1, steps), --resume-layout the scenario's or one with an
+// axis changed (tp, cp, dp, pp; a valid scenario only), Adam now and then
+// (fp64 only).
+void pick_resume(RunConfig& c);
+
 // --check-collectives on every MoE scenario (no draw).
 void pick_collective_checks(RunConfig& c);
 

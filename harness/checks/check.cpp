@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 
@@ -13,6 +15,7 @@
 #include "harness/checks/property.h"
 #include "harness/checks/report.h"
 #include "harness/checks/scenario.h"
+#include "harness/checks/tolerance.h"
 #include "harness/driver/training_step.h"
 
 namespace parity::checks {
@@ -102,6 +105,13 @@ CheckPlan plan_check(const RunConfig& scenario) {
         run_ref(variant::scenario) +
         " runs without forward metrics: they are rejected under full-iteration graphs "
         "(contract.md section 3); its traces show the silence after the capture");
+  if (scenario.optimizer == OptimizerOption::adam && computation_precision(scenario) != DType::fp64)
+    p.notes.push_back(
+        "Adam divides each update by the gradient's running magnitude, so a gradient that is zero "
+        "up to rounding (the key bias's, with learned positions) moves its parameter by up to lr "
+        "in one run and not in another: runs of different layouts may differ by more than the " +
+        std::string(to_string(computation_precision(scenario))) +
+        " tolerances (--dtype fp64 keeps that rounding below them)");
   std::vector<RunVariant> wanted = {variant::scenario};
   for (const Property* property : registered_properties()) {
     for (RunVariant v : property->runs_needed(scenario))
@@ -227,50 +237,78 @@ CheckOutcome execute_check(const RunConfig& scenario, const std::string& source,
         if (done != stage.steps_done.exchange(done)) line->update();
       };
     }
-    LaunchResult result;
-    try {
-      result = launch(p.config, kModelProgram, run_options);
-    } catch (const std::exception& e) {
-      outcome.failure =
-          "parity check: run (" + p.name + ") could not launch: " + one_line(e.what()) + "\n";
-      outcome.cause = RankFailureCause{
-          RankFailureCause::Stage::launch, p.name, p.title, {}, "", one_line(e.what())};
-      return finish(CheckVerdict::rank_failure);
+    // A resumed run is two launches (run_plan.h resumed_launches): the
+    // saving one, then the one resuming from its checkpoint.
+    std::vector<RunConfig> launches = {p.config};
+    std::optional<files::TempDir> checkpoint_dir;
+    if (p.variant.has(RunChange::resumed)) {
+      checkpoint_dir.emplace("parity-check-resume");
+      const ResumedLaunches l = resumed_launches(p.config, checkpoint_dir->path() + "/checkpoint");
+      launches = {l.saving, l.resuming};
     }
+    std::optional<CheckRun> made;
+    double seconds = 0;
+    for (std::size_t i = 0; i < launches.size() && !claimed; ++i) {
+      const std::string what = launches.size() == 1 ? ""
+                               : i == 0 ? " saving at step " + std::to_string(p.config.resume_at)
+                                        : " resuming at step " + std::to_string(p.config.resume_at);
+      LaunchResult result;
+      try {
+        result = launch(launches[i], kModelProgram, run_options);
+      } catch (const std::exception& e) {
+        outcome.failure = "parity check: run (" + p.name + ")" + what +
+                          " could not launch: " + one_line(e.what()) + "\n";
+        outcome.cause = RankFailureCause{
+            RankFailureCause::Stage::launch, p.name, p.title, {}, "", one_line(e.what())};
+        return finish(CheckVerdict::rank_failure);
+      }
+      seconds += result.wall_seconds;
+      if (!result.ok()) {
+        report.runs.emplace_back(p.name, p.config);
+        report.run_titles.emplace_back(p.name, p.title);
+        report.run_seconds.push_back(seconds);
+        for (const Property* property : registered_properties())
+          if ((claimed = property->claim_failure(p.name, *result.failure))) break;
+        if (claimed) {
+          say("run (" + p.name + ") " + p.title + ": FAILED (" + claimed->label + ")");
+          break;
+        }
+        outcome.failure = "parity check: run (" + p.name + ") " + p.title + what + " failed:\n";
+        for (const std::string& line : result.failure->lines()) outcome.failure += line + "\n";
+        RankFailureCause cause{RankFailureCause::Stage::ranks, p.name, p.title, {},
+                               result.failure->headline(),     ""};
+        if (!result.failure->ranks.empty()) {
+          cause.culprit = result.failure->ranks.front();
+          cause.line = format_rank_failure(*cause.culprit);
+        } else {
+          cause.line = cause.headline;
+        }
+        outcome.cause = std::move(cause);
+        outcome.must_exit_now = result.failure->abandoned_threads;
+        return finish(CheckVerdict::rank_failure);
+      }
+      try {
+        CheckRun run = check_run_from(p.name, p.title, launches[i], result.results);
+        if (made) run.saved_by = std::make_shared<const CheckRun>(std::move(*made));
+        made = std::move(run);
+      } catch (const std::exception& e) {
+        outcome.failure = "parity check: " + std::string(e.what()) + "\n";
+        outcome.cause = RankFailureCause{
+            RankFailureCause::Stage::results, p.name, p.title, {}, "", one_line(e.what())};
+        return finish(CheckVerdict::rank_failure);
+      }
+    }
+    if (claimed) break;
     report.runs.emplace_back(p.name, p.config);
     report.run_titles.emplace_back(p.name, p.title);
-    report.run_seconds.push_back(result.wall_seconds);
-    if (!result.ok()) {
-      for (const Property* property : registered_properties())
-        if ((claimed = property->claim_failure(p.name, *result.failure))) break;
-      if (claimed) {
-        say("run (" + p.name + ") " + p.title + ": FAILED (" + claimed->label + ")");
-        break;
-      }
-      outcome.failure = "parity check: run (" + p.name + ") " + p.title + " failed:\n";
-      for (const std::string& line : result.failure->lines()) outcome.failure += line + "\n";
-      RankFailureCause cause{RankFailureCause::Stage::ranks, p.name, p.title, {},
-                             result.failure->headline(),     ""};
-      if (!result.failure->ranks.empty()) {
-        cause.culprit = result.failure->ranks.front();
-        cause.line = format_rank_failure(*cause.culprit);
-      } else {
-        cause.line = cause.headline;
-      }
-      outcome.cause = std::move(cause);
-      outcome.must_exit_now = result.failure->abandoned_threads;
-      return finish(CheckVerdict::rank_failure);
-    }
-    try {
-      runs.push_back(check_run_from(p.name, p.title, p.config, result.results));
-    } catch (const std::exception& e) {
-      outcome.failure = "parity check: " + std::string(e.what()) + "\n";
-      outcome.cause = RankFailureCause{
-          RankFailureCause::Stage::results, p.name, p.title, {}, "", one_line(e.what())};
-      return finish(CheckVerdict::rank_failure);
-    }
+    report.run_seconds.push_back(seconds);
+    runs.push_back(std::move(*made));
     say("run (" + p.name + ") " + p.title + ": " + std::to_string(p.config.world_size()) +
-        " rank(s), " + secs(result.wall_seconds) + " s");
+        " rank(s)" +
+        (launches.size() > 1 ? ", then " + std::to_string(launches.back().world_size()) +
+                                   " from step " + std::to_string(p.config.resume_at)
+                             : std::string()) +
+        ", " + secs(seconds) + " s");
   }
   if (line) line->update([&](std::ostream&) { stage.properties = true; });
 

@@ -99,4 +99,11 @@ PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& run
 PropertyResult check_sharded_gradients(const CheckRun& single,
                                        const std::vector<const CheckRun*>& sharded);
 
+// `resumed` (a resume launch whose saved_by is the launch that saved its
+// checkpoint) against the uninterrupted `reference`: every step's loss,
+// evaluation loss, whole-gradient norms and metrics, and each parameter's
+// final L2 norm and random projection (over its TP pieces) within the metric
+// tolerance; the resume launch must start at the saving launch's last step.
+PropertyResult check_resume_invariance(const CheckRun& resumed, const CheckRun& reference);
+
 }  // namespace parity::checks

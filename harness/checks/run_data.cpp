@@ -27,6 +27,7 @@ RankRun rank_run_from(const nlohmann::json& r) {
     for (const auto& [k, v] : r["parameters"].items()) out.parameter_tp[k] = v.get<std::string>();
   for (const nlohmann::json& s : r.at("steps")) {
     StepData d;
+    d.step = s.value("step", static_cast<std::int64_t>(out.steps.size()));
     d.loss = number_or_nan(s.at("loss"));
     if (s.contains("eval_loss")) d.eval_loss = number_or_nan(s["eval_loss"]);
     d.logits_digest = s.at("logits_digest").get<std::string>();
@@ -45,6 +46,9 @@ RankRun rank_run_from(const nlohmann::json& r) {
             number_or_nan(m.at("value"));
     out.steps.push_back(std::move(d));
   }
+  if (r.contains("final_parameters"))
+    for (const auto& [k, v] : r["final_parameters"].items())
+      out.final_parameters[k] = {number_or_nan(v.at(0)), number_or_nan(v.at(1))};
   if (r.contains("trace"))
     for (const nlohmann::json& t : r["trace"]) {
       Observation o{out.rank,

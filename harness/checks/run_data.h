@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,7 @@ struct Observation {
 using MetricKey = std::pair<std::string, std::string>;  // (metric, label)
 
 struct StepData {
+  std::int64_t step = 0;  // the training step (a resumed run's first is its checkpoint's)
   double loss = 0;
   double eval_loss = std::numeric_limits<double>::quiet_NaN();  // NaN: no evaluation
   std::string logits_digest;
@@ -77,6 +79,9 @@ struct RankRun {
   // Parameter -> its TP split: "shard" or "replica" (absent in older results).
   std::map<std::string, std::string> parameter_tp;
   std::vector<StepData> steps;
+  // Parameter -> (L2 norm of this rank's piece, its projection on a fixed
+  // random tensor) after training (the model program's "final_parameters").
+  std::map<std::string, std::pair<double, double>> final_parameters;
   std::vector<Observation> trace;
   std::map<std::string, GroupCalls> collectives;  // axis name -> this rank's group
 };
@@ -89,6 +94,9 @@ struct CheckRun {
   // The rank results without timing fields (seconds, cpu_seconds): what
   // determinism compares byte for byte.
   nlohmann::json results;
+  // A resumed run (RunChange::resumed): the launch that trained its first
+  // steps and saved the checkpoint it resumed from.
+  std::shared_ptr<const CheckRun> saved_by;
 };
 
 // Throws std::runtime_error when a result is missing or malformed.

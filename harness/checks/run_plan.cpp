@@ -4,8 +4,10 @@
 #include <bitset>
 #include <iterator>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 
+#include "harness/config/resume_layout.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/runtime/runtime_faults.h"
 
@@ -35,6 +37,12 @@ const KnownRun kKnownRuns[] = {
     {variant::without_dropout, "g", "scenario as given, no dropout"},
     {variant::router_inputs_changed, "h",
      "scenario without forced routing, padding tokens changed"},
+    {variant::resumed, "r",
+     "scenario's sharding and recompute, no graphs: saved at --resume-at, resumed at "
+     "--resume-layout"},
+    {variant::resumed_without_dropout, "r",
+     "scenario's sharding and recompute, no graphs, no dropout: saved at --resume-at, resumed at "
+     "--resume-layout"},
 };
 
 std::optional<std::size_t> known_index(RunVariant v) {
@@ -57,6 +65,7 @@ const ChangeWords kChangeWords[] = {
     {RunChange::again, "again", "again"},
     {RunChange::router_inputs_changed, "router-inputs",
      "without forced routing, padding tokens changed"},
+    {RunChange::resumed, "resumed", "saved at --resume-at, resumed at --resume-layout"},
 };
 
 // The rank-targeted faults of `inject` left out (a reference run keeps the
@@ -146,7 +155,28 @@ RunConfig run_config(RunVariant v, const RunConfig& scenario,
     if (scenario.padding_fraction > 0) c.padding_token_shift = 1;
   }
   if (c.graphs == GraphOption::full_iteration) c.metrics = parameter_metrics_of(metrics);
+  if (!v.has(RunChange::resumed)) {
+    c.resume_at = 0;
+    c.resume_layout.clear();
+  }
   return c;
+}
+
+ResumedLaunches resumed_launches(const RunConfig& planned, const std::string& checkpoint) {
+  ResumedLaunches out;
+  std::string why;
+  const std::optional<RunConfig> at_layout = resumed_config(planned, &why);
+  if (!at_layout)
+    throw std::invalid_argument("--resume-layout " + planned.resume_layout + ": " + why);
+  out.resuming = *at_layout;
+  out.resuming.resume = checkpoint;
+  out.resuming.steps = planned.steps;
+  out.saving = planned;
+  out.saving.steps = planned.resume_at;
+  out.saving.save_checkpoint = checkpoint;
+  out.saving.resume_at = 0;
+  out.saving.resume_layout.clear();
+  return out;
 }
 
 }  // namespace parity::checks

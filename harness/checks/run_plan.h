@@ -30,6 +30,11 @@ enum class RunChange : std::uint8_t {
   // Routing without --moe-force-routing and, with padding, every padding
   // token's id shifted (--padding-token-shift 1).
   router_inputs_changed = 1U << 6,
+  // Two launches (resume_invariance): the scenario's layout trains
+  // --resume-at steps and saves a checkpoint, then the run resumes from it at
+  // --resume-layout for the rest. Its config keeps resume-at and
+  // resume-layout (check.cpp launches the two); every other run's drops them.
+  resumed = 1U << 7,
 };
 
 class RunVariant {
@@ -66,7 +71,10 @@ inline constexpr RunVariant reference_backend_without_dropout =
     reference_backend.with(RunChange::without_dropout);  // (f) when the scenario has dropout
 inline constexpr RunVariant without_dropout = scenario.with(RunChange::without_dropout);  // (g)
 inline constexpr RunVariant router_inputs_changed =
-    scenario.with(RunChange::router_inputs_changed);  // (h)
+    scenario.with(RunChange::router_inputs_changed);                   // (h)
+inline constexpr RunVariant resumed = eager.with(RunChange::resumed);  // (r): recompute kept
+inline constexpr RunVariant resumed_without_dropout =
+    resumed.with(RunChange::without_dropout);  // (r) when the layout changes under dropout
 }  // namespace variant
 
 // The report's name of a run ("a", "c", ...) and its title ("scenario's
@@ -95,8 +103,19 @@ std::vector<std::string> parameter_metrics_of(const std::vector<std::string>& me
 
 // What `v` launches for `scenario`: the scenario with its changes, no report
 // file, a trace, and `metrics` (what the check compares); under full-iteration
-// graphs only the parameter metrics (forward metrics are rejected there).
+// graphs only the parameter metrics (forward metrics are rejected there). A
+// resumed variant's config is the saving launch's plan (resumed_launches).
 RunConfig run_config(RunVariant v, const RunConfig& scenario,
                      const std::vector<std::string>& metrics);
+
+// The two launches of a resumed run whose planned config is `planned`: the
+// saving launch (the planned config for resume-at steps, saving into
+// `checkpoint`), then the resume launch (the config at the resume layout,
+// resuming from `checkpoint`, to the planned steps). Neither carries
+// resume-at or resume-layout.
+struct ResumedLaunches {
+  RunConfig saving, resuming;
+};
+ResumedLaunches resumed_launches(const RunConfig& planned, const std::string& checkpoint);
 
 }  // namespace parity::checks

@@ -14,6 +14,7 @@
 #include "harness/cli/run_output.h"
 #include "harness/driver/run_dump.h"
 #include "harness/driver/training_step.h"
+#include "harness/model/checkpoint.h"
 #include "harness/runtime/step_rows.h"
 
 namespace parity::cli {
@@ -34,7 +35,8 @@ void print_run_header(const RunConfig& c, std::ostream& out) {
           : c.pp > 1 ? ", 1F1B"
                      : "")
       << (c.moe_experts > 0 ? ", ep " + std::to_string(c.ep) : "") << ", launch "
-      << to_string(c.launch) << "; " << c.steps << " step(s), SGD lr " << c.lr << ", seed "
+      << to_string(c.launch) << "; " << c.steps << " step(s), "
+      << (c.optimizer == OptimizerOption::adam ? "Adam" : "SGD") << " lr " << c.lr << ", seed "
       << c.seed << std::endl;
 }
 
@@ -69,9 +71,11 @@ std::string finish_dump(const RunConfig& c, const LaunchResult& result) {
 }
 
 // The progress line: "run: 3/10 steps, elapsed 0:12, ETA 0:28".
-std::string run_progress_text(std::int64_t done, std::int64_t total, double elapsed) {
+// `first`: the run's first step (a resumed run's checkpoint step).
+std::string run_progress_text(std::int64_t done, std::int64_t first, std::int64_t total,
+                              double elapsed) {
   const std::string eta =
-      done > 0 ? clock_text(elapsed / double(done) * double(total - done)) : "?";
+      done > first ? clock_text(elapsed / double(done - first) * double(total - done)) : "?";
   return "run: " + std::to_string(done) + "/" + std::to_string(total) + " steps, elapsed " +
          clock_text(elapsed) + ", ETA " + eta;
 }
@@ -83,6 +87,18 @@ int run_training_command(const CommandContext& ctx) {
   const int rank = printing_rank(ctx);
   if (rank == 0) print_run_header(config, ctx.out);
   register_model_program();
+  // A resumed run starts at its checkpoint's step (checked before the launch).
+  std::int64_t first_step = 0;
+  if (!config.resume.empty()) {
+    try {
+      first_step = checkpoint::saved_step(config.resume);
+    } catch (const std::exception& e) {
+      ctx.err << "parity run: --resume " << config.resume << ": " << e.what() << "\n";
+      return kExitBadInput;
+    }
+    if (rank == 0)
+      ctx.out << "resuming from " << config.resume << " at step " << first_step << std::endl;
+  }
   if (!config.dump.empty() && rank == 0) {
     const std::string staging = dump_staging_path(config.dump);
     files::remove_tree(staging);
@@ -97,11 +113,11 @@ int run_training_command(const CommandContext& ctx) {
   // results at the end (rows a rank's ring lost). Not in env mode: this
   // process sees its own rank only, so the table comes at the end.
   const bool streamed = config.launch != LaunchMode::env;
-  StepRowStream stream;
-  std::atomic<std::int64_t> steps_done{0};
+  StepRowStream stream(first_step);
+  std::atomic<std::int64_t> steps_done{first_step};
   bool table_started = false;
   StatusLine line(ctx.out, streamed && is_terminal(ctx.out), [&](double elapsed) {
-    return run_progress_text(steps_done.load(), config.steps, elapsed);
+    return run_progress_text(steps_done.load(), first_step, config.steps, elapsed);
   });
   LaunchOptions options = ctx.options;
   if (streamed) {
@@ -132,9 +148,8 @@ int run_training_command(const CommandContext& ctx) {
     return code;
   } else {
     if (table_started) {
-      const std::vector<StepRow> rows = loss_table_rows(result);
-      for (std::size_t s = static_cast<std::size_t>(stream.next_step()); s < rows.size(); ++s)
-        ctx.out << format_loss_row(rows[s]);
+      for (const StepRow& row : loss_table_rows(result))
+        if (row.step >= stream.next_step()) ctx.out << format_loss_row(row);
     } else {
       ctx.out << format_loss_table(result);
     }
@@ -164,6 +179,9 @@ int run_training_command(const CommandContext& ctx) {
         trace_note += ", dump " + config.dump;
       }
     }
+    if (!config.save_checkpoint.empty() && !result.results.empty() &&
+        result.results[0].contains("checkpoint"))
+      trace_note += ", checkpoint " + result.results[0]["checkpoint"].get<std::string>();
     ctx.out << "run " << (code == kExitOk ? "done" : "FAILED") << ": " << result.world_size
             << " rank(s), " << config.steps << " step(s)" << trace_note << ", "
             << seconds_text(result.wall_seconds) << " s (" << result.rendezvous << ")" << std::endl;

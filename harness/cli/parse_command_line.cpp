@@ -411,6 +411,25 @@ ParsedCommand parse_command_line(int argc, const char* const* argv, std::ostream
   if (check_like && !c.dump.empty())
     violations.push_back({"dump", c.dump, "parity run only (parity check launches several runs)",
                           ConfigViolation::Kind::text});
+  // Checkpoints: parity run saves and resumes; parity check's resume_invariance
+  // saves and resumes inside the check (--resume-at, --resume-layout).
+  if (check_like) {
+    const nlohmann::json given_config = to_json(c), defaults = to_json(RunConfig{});
+    for (const char* key : {"save-checkpoint", "save-every", "resume"})
+      if (given_config[key] != defaults[key])
+        violations.push_back(
+            {key, field_value_text(given_config[key]),
+             "parity run only (parity check saves and resumes with --resume-at and "
+             "--resume-layout)",
+             std::string(key) == "save-every" ? ConfigViolation::Kind::number
+                                              : ConfigViolation::Kind::text});
+  }
+  // (--resume-layout alone is validate_run_config's: it needs --resume-at.)
+  if (!check_like && c.resume_at > 0)
+    violations.push_back(
+        {"resume-at", std::to_string(c.resume_at),
+         "parity check only (parity run: --save-checkpoint DIR, then --resume DIR)",
+         ConfigViolation::Kind::number});
   if (check_like && c.launch == LaunchMode::env)
     violations.push_back({"launch", "env",
                           "parity check launches several worlds (the single-rank reference "

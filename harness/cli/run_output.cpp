@@ -39,7 +39,7 @@ std::vector<StepRow> loss_table_rows(const LaunchResult& result) {
   const std::size_t steps = (*first)["steps"].size();
   for (std::size_t s = 0; s < steps; ++s) {
     StepRow row;
-    row.step = static_cast<std::int64_t>(s);
+    row.step = (*first)["steps"][s].value("step", static_cast<std::int64_t>(s));
     row.loss = (*first)["steps"][s]["loss"].get<double>();
     for (const nlohmann::json& r : result.results) {
       if (!r.is_object() || !r.contains("steps") || r["steps"].size() <= s) continue;

@@ -1,8 +1,14 @@
 #include "harness/config/input_files.h"
 
+#include <nlohmann/json.hpp>
+
 #include "harness/backend/registry.h"
 #include "harness/base/files.h"
 #include "harness/config/model_mapping.h"
+#include "harness/config/resume_layout.h"
+#include "harness/config/run_config_fields.h"
+#include "harness/faults/code_path_faults.h"
+#include "harness/model/checkpoint.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
 #include "harness/model/loaded_weights.h"
@@ -39,6 +45,32 @@ std::vector<ConfigViolation> check_input_files(const RunConfig& config) {
       add("load-weights", config.load_weights, e.what());
     }
   }
+  if (!config.resume.empty()) {
+    // The code path the ranks take, with the run's code-path faults.
+    const CodePathFaultScope faults(config.inject);
+    try {
+      const checkpoint::Reader reader(config.resume);
+      const RunConfig saved = run_config_from_json(reader.scenario());
+      for (const ResumeProblem& p : resume_problems(config, saved, reader.step()))
+        out.push_back(
+            {p.field, field_value_text(to_json(config)[p.field]),
+             p.rule + " (--resume " + reader.folder() + ")",
+             p.field == "optimizer" ? ConfigViolation::Kind::text : ConfigViolation::Kind::number});
+      // Names and full shapes do not depend on the layout: one rank, plain.
+      ModelConfig m = model_config_from(config);
+      m.sequence_parallel = false;
+      m.recompute = RecomputeKind::none;
+      m.recompute_modules = {};
+      m.graphs = GraphMode::none;
+      m.pipeline = PipelineLayoutConfig{};
+      const std::unique_ptr<Backend> backend = make_backend(config.backend);
+      checkpoint::ParameterLoader parameters(reader);
+      GPTModel model(m, *backend, ParallelContext::single(), &parameters);
+      checkpoint::restore_buffers(reader, model);
+    } catch (const std::exception& e) {
+      add("resume", config.resume, e.what());
+    }
+  }
   if (!config.load_batch.empty()) {
     try {
       LoadedBatch batch(config.load_batch, config.global_batch(), config.seq, config.micro_batch,
@@ -70,6 +102,15 @@ std::vector<ConfigViolation> check_output_files(const RunConfig& config) {
                    ConfigViolation::Kind::text});
   else if (!config.dump.empty())
     check("dump", files::is_directory(config.dump) ? config.dump + ".new" : config.dump);
+  // --save-checkpoint DIR: a folder of checkpoints (made when missing).
+  if (!config.save_checkpoint.empty() && files::exists(config.save_checkpoint) &&
+      !files::is_directory(config.save_checkpoint))
+    out.push_back({"save-checkpoint", config.save_checkpoint,
+                   "cannot be written: it is a file, not a folder", ConfigViolation::Kind::text});
+  else if (!config.save_checkpoint.empty())
+    check("save-checkpoint", files::is_directory(config.save_checkpoint)
+                                 ? config.save_checkpoint + "/" + checkpoint::kTrackerFile
+                                 : config.save_checkpoint);
   return out;
 }
 

@@ -61,6 +61,8 @@ constexpr EnumNames<RouterScoreOption, 3> kRouterScore{
 constexpr EnumNames<ForceRoutingOption, 3> kForceRouting{{{ForceRoutingOption::none, "none"},
                                                           {ForceRoutingOption::random, "random"},
                                                           {ForceRoutingOption::biased, "biased"}}};
+constexpr EnumNames<OptimizerOption, 2> kOptimizer{
+    {{OptimizerOption::sgd, "sgd"}, {OptimizerOption::adam, "adam"}}};
 constexpr EnumNames<RuntimeGatherOption, 3> kRuntimeGather{{{RuntimeGatherOption::unset, "unset"},
                                                            {RuntimeGatherOption::on, "on"},
                                                            {RuntimeGatherOption::off, "off"}}};
@@ -77,6 +79,9 @@ std::string_view to_string(RecomputeOption v) { return kRecompute.name(v); }
 std::string_view to_string(RuntimeGatherOption v) { return kRuntimeGather.name(v); }
 std::string_view to_string(RouterScoreOption v) { return kRouterScore.name(v); }
 std::string_view to_string(ForceRoutingOption v) { return kForceRouting.name(v); }
+std::string_view to_string(OptimizerOption v) { return kOptimizer.name(v); }
+std::optional<OptimizerOption> parse_optimizer(std::string_view s) { return kOptimizer.parse(s); }
+std::string known_optimizers() { return kOptimizer.known(); }
 std::optional<RouterScoreOption> parse_router_score(std::string_view s) {
   return kRouterScore.parse(s);
 }

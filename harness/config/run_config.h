@@ -27,6 +27,7 @@ enum class RecomputeOption { none, full_uniform, full_block, selective };
 enum class RuntimeGatherOption { unset, on, off };
 enum class RouterScoreOption { softmax, sigmoid, sqrt_softplus };
 enum class ForceRoutingOption { none, random, biased };
+enum class OptimizerOption { sgd, adam };
 
 std::string_view to_string(LaunchMode v);
 std::string_view to_string(DType v);
@@ -38,6 +39,7 @@ std::string_view to_string(RecomputeOption v);
 std::string_view to_string(RuntimeGatherOption v);
 std::string_view to_string(RouterScoreOption v);
 std::string_view to_string(ForceRoutingOption v);
+std::string_view to_string(OptimizerOption v);
 
 // The spelling of every enum value is the CLI/JSON spelling ("full-iteration").
 std::optional<LaunchMode> parse_launch_mode(std::string_view s);
@@ -49,6 +51,7 @@ std::optional<GraphOption> parse_graph_mode(std::string_view s);
 std::optional<RuntimeGatherOption> parse_runtime_gather(std::string_view s);
 std::optional<RouterScoreOption> parse_router_score(std::string_view s);
 std::optional<ForceRoutingOption> parse_force_routing(std::string_view s);
+std::optional<OptimizerOption> parse_optimizer(std::string_view s);
 // "a, b, c": the accepted spellings, for messages and help text.
 std::string known_launch_modes();
 std::string known_dtypes();
@@ -59,6 +62,7 @@ std::string known_graph_modes();
 std::string known_runtime_gathers();
 std::string known_router_scores();
 std::string known_force_routings();
+std::string known_optimizers();
 
 // `--recompute none | full-uniform | full-block | selective:<m1>[,<m2>...]`.
 // The config keeps the spec as written (so validation can name a bad module);
@@ -127,8 +131,13 @@ struct RunConfig {
   std::string trace;                       // JSONL trace path; "" = none
   bool gather_output = false;              // output layer gathers logits over TP
   RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output
-  double lr = 0.1;                         // SGD learning rate of the step driver (0: no update)
-  bool distributed_optimizer = false;      // the update split flat over DP (FlatShard)
+  double lr = 0.1;                     // learning rate of the step driver (0: no update)
+  bool distributed_optimizer = false;  // the update split flat over DP (FlatShard)
+  // The optimizer (harness/model/optimizer.h): SGD, or Adam with bias correction.
+  OptimizerOption optimizer = OptimizerOption::sgd;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
   // --- multi-token prediction (docs/model.md "Multi-token prediction")
   int mtp_layers = 0;               // MTP depths (Megatron's mtp_num_layers); 0 = none
   bool mtp_repeated_layer = false;  // every depth runs one shared MTP layer
@@ -158,6 +167,14 @@ struct RunConfig {
   std::string load_weights;  // safetensors / torch.save state dict, or FILE.tp{r}
   std::string load_batch;    // safetensors: tokens, labels int64 [rows, seq]
   std::string dump;          // parity run --dump DIR; "" = none
+  // --- checkpoints (docs/weights.md "Saving and resuming")
+  std::string save_checkpoint;  // parity run: save into DIR after the last step; "" = none
+  int save_every = 0;           // also after every N-th step (0 = the last only)
+  std::string resume;           // parity run: resume from DIR (its newest checkpoint)
+  // parity check's resume_invariance: train resume_at steps, save, resume at
+  // resume_layout ("tp=1,dp=2"; "" = the scenario's layout) for the rest.
+  int resume_at = 0;
+  std::string resume_layout;
 
   int world_size() const { return tp * cp * dp * pp; }
   // The same run without pipeline parallelism (pp 1 and every placement option

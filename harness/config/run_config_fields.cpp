@@ -274,8 +274,19 @@ std::vector<RunConfigField> make_fields() {
                      "--gather-output)",
                      known_runtime_gathers, parse_runtime_gather));
   f.push_back(real("lr", &RunConfig::lr, kModel,
-                   "SGD learning rate of the training step (0: no update)",
+                   "learning rate of the training step's optimizer (0: no update)",
                    at_least(0, "must be a finite number >= 0")));
+  f.push_back(choice("optimizer", &RunConfig::optimizer, kModel,
+                     "sgd (p -= lr * grad) or adam (Megatron's Adam: torch.optim.Adam with bias "
+                     "correction, no weight decay; its moments and step are optimizer state)",
+                     known_optimizers, parse_optimizer));
+  f.push_back(real("adam-beta1", &RunConfig::adam_beta1, kModel, "Adam's beta1",
+                   NumericRange{0, false, 1, true, "must be in [0, 1)"}));
+  f.push_back(real("adam-beta2", &RunConfig::adam_beta2, kModel, "Adam's beta2",
+                   NumericRange{0, false, 1, true, "must be in [0, 1)"}));
+  f.push_back(real("adam-eps", &RunConfig::adam_eps, kModel,
+                   "Adam's epsilon, added to the denominator",
+                   NumericRange{0, true, 1, false, "must be in (0, 1]"}));
   f.push_back(flag("distributed-optimizer", &RunConfig::distributed_optimizer, kModel,
                    "Megatron's distributed optimizer: the dense parameters' update split flat "
                    "over the DP ranks and all-gathered (FlatShard; docs/model.md)"));
@@ -362,6 +373,28 @@ std::vector<RunConfigField> make_fields() {
                          "(safetensors, one file per rank) with manifest.json and the trace to DIR "
                          "(replaced atomically; its parent must exist; docs/weights.md)"),
                     "DIR"));
+  const std::string_view kCheckpoints = "Checkpoints";
+  f.push_back(named(text("save-checkpoint", &RunConfig::save_checkpoint, kCheckpoints,
+                         "parity run: save a sharded checkpoint into DIR after the last step "
+                         "(DIR/step_<N>, published atomically; its parent must exist; "
+                         "docs/weights.md)"),
+                    "DIR"));
+  f.push_back(integer("save-every", &RunConfig::save_every, kCheckpoints,
+                      "parity run: also save after every N-th step (0 = after the last only)",
+                      at_least(0, "must be >= 0")));
+  f.push_back(named(text("resume", &RunConfig::resume, kCheckpoints,
+                         "parity run: resume from the newest checkpoint in DIR (or a step folder) "
+                         "at any layout; --steps counts from step 0"),
+                    "DIR"));
+  f.push_back(integer("resume-at", &RunConfig::resume_at, kCheckpoints,
+                      "parity check: train this many steps, save, and resume at --resume-layout "
+                      "for the rest (resume_invariance; 0 = no resume)",
+                      at_least(0, "must be >= 0")));
+  f.push_back(named(text("resume-layout", &RunConfig::resume_layout, kCheckpoints,
+                         "parity check: the layout the run resumes at, comma-separated key=value "
+                         "of tp, cp, dp, ep, pp, vpp, sp, distributed-optimizer, pp-first-layers, "
+                         "pp-last-layers (empty = the scenario's layout)"),
+                    "LAYOUT"));
   return f;
 }
 

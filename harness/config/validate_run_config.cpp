@@ -10,6 +10,7 @@
 #include "harness/base/files.h"
 #include "harness/config/launch_mapping.h"
 #include "harness/config/model_mapping.h"
+#include "harness/config/resume_layout.h"
 #include "harness/config/run_config.h"
 #include "harness/config/run_config_fields.h"
 #include "harness/metrics/metric_names.h"
@@ -239,8 +240,35 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
                         "under torchrun)");
   }
 
+  // Checkpoints (docs/weights.md "Saving and resuming").
+  if (c.save_every > 0 && c.save_checkpoint.empty())
+    add("save-every", "needs --save-checkpoint DIR (where to save)", {"save-checkpoint"});
+  if (!c.resume.empty() && !c.dump.empty())
+    add("dump", "records step 0, which a resumed run does not run (drop --resume or --dump)",
+        {"resume"});
+  if (!c.resume.empty() && !c.load_weights.empty())
+    add("resume", "the weights come from the checkpoint: drop --load-weights", {"load-weights"});
+  if (c.resume_at > 0 && !has("steps") && c.resume_at >= c.steps)
+    add("resume-at",
+        "must be below --steps " + std::to_string(c.steps) +
+            " (the run trains resume-at steps, saves, and resumes for the rest)",
+        {"steps"});
+  if (c.resume_at == 0 && !c.resume_layout.empty())
+    add("resume-layout", "needs --resume-at K (the step to save and resume at)", {"resume-at"});
+  if (c.resume_at > 0 && out.empty()) {
+    std::string why;
+    const std::optional<RunConfig> resumed = resumed_config(c, &why);
+    if (!resumed) {
+      add("resume-layout", why);
+    } else {
+      // The run at the resume layout obeys every rule a run does.
+      for (const ConfigViolation& v : validate_run_config(*resumed))
+        add("resume-layout", "at the resume layout, " + v.field + " " + v.value + ": " + v.rule);
+    }
+  }
+
   // Output files: their folder must exist, so a long run does not end in a write error.
-  for (const char* key : {"report", "trace", "dump"}) {
+  for (const char* key : {"report", "trace", "dump", "save-checkpoint"}) {
     const std::string path = text_of(key);
     if (!path.empty() && !files::is_directory(folder_of(path)))
       add(key, "folder " + folder_of(path) + " does not exist");

@@ -16,6 +16,7 @@
 #include "harness/backend/stable_hash.h"
 #include "harness/config/model_mapping.h"
 #include "harness/driver/pipeline_step.h"
+#include "harness/driver/run_checkpoint.h"
 #include "harness/driver/run_dump.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/collector.h"
@@ -26,6 +27,7 @@
 #include "harness/model/loaded_batch.h"
 #include "harness/model/loaded_weights.h"
 #include "harness/model/multi_token_prediction.h"
+#include "harness/model/optimizer.h"
 #include "harness/model/parameter_norms.h"
 #include "harness/observation/execution_point.h"
 #include "harness/parallel/point_to_point.h"
@@ -117,11 +119,12 @@ bool wants(const TrainingOptions& o, const char* metric) {
          o.parameter_metrics.end();
 }
 
-// One step; `recorder`, `layout` (the distributed optimizer's) and `schedule`
-// (this pipeline stage's; null without PP) may be null.
+// One step; `recorder` and `schedule` (this pipeline stage's; null without
+// PP) may be null.
 StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step,
-                    const TraceRecorder* recorder, const FlatShardLayout* layout,
+                    const TraceRecorder* recorder, Optimizer& optimizer,
                     const std::vector<ScheduleStep>* schedule) {
+  const FlatShardLayout* layout = optimizer.layout();
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_cpu_seconds();
   const std::int64_t before = recorder ? recorder->size() : 0;
@@ -262,13 +265,7 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   if (wants(o, "global-wgrad-l2"))
     r.metrics.push_back(
         {"global-wgrad-l2", "global", parameter_norms(model, NormOf::gradients, layout).global});
-  if (o.lr != 0) {
-    if (layout) {
-      layout->sgd_step(model.parameters(), o.lr, par.dp);
-    } else {
-      for (Parameter& p : model.parameters()) p.value.sub_(p.value.grad(), o.lr);
-    }
-  }
+  optimizer.step(model.parameters(), par.dp);
   for (const Parameter& p : model.parameters())
     if (p.shared_embedding)
       r.shared_value_digests.emplace_back(p.name, tensor_digest(p.value.detach()));
@@ -345,14 +342,21 @@ TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
   } else if (collector) {
     capture.emplace(collector->callback(), collector->kinds());
   }
-  std::optional<FlatShardLayout> layout;
-  if (o.distributed_optimizer)
-    layout.emplace(model.parameters(), model.parallel().dp_rank(), model.parallel().dp_size());
+  std::unique_ptr<Optimizer> own_optimizer;
+  Optimizer* optimizer = o.optimizer;
+  if (optimizer == nullptr) {
+    OptimizerSettings settings;
+    settings.lr = o.lr;
+    settings.distributed = o.distributed_optimizer;
+    own_optimizer = std::make_unique<Optimizer>(
+        settings, model.parameters(), model.parallel().dp_rank(), model.parallel().dp_size());
+    optimizer = own_optimizer.get();
+  }
   std::optional<std::vector<ScheduleStep>> schedule;
   if (model.parallel().pp_size() > 1) schedule = stage_schedule(model, o.microbatches);
-  for (std::int64_t s = 0; s < o.steps; ++s) {
-    result.steps.push_back(run_step(model, o, s, o.recorder, layout ? &*layout : nullptr,
-                                    schedule ? &*schedule : nullptr));
+  for (std::int64_t s = o.first_step; s < o.steps; ++s) {
+    result.steps.push_back(
+        run_step(model, o, s, o.recorder, *optimizer, schedule ? &*schedule : nullptr));
     if (collector) {
       for (const MetricResult& m : collector->commit(*o.executor))
         result.steps.back().metrics.push_back({m.metric, m.label, m.value});
@@ -374,10 +378,27 @@ nlohmann::json run_model_program(RankContext& ctx) {
   const RunConfig config = run_config_from_json(ctx.arguments);
   const std::unique_ptr<Backend> backend = make_backend(config.backend);
   std::unique_ptr<LoadedWeights> weights;
-  if (!config.load_weights.empty()) weights = std::make_unique<LoadedWeights>(config.load_weights);
-  GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups),
-                 weights.get());
+  std::unique_ptr<checkpoint::Reader> resume;
+  std::unique_ptr<checkpoint::ParameterLoader> from_checkpoint;
+  ParameterSource* source = nullptr;
+  if (!config.resume.empty()) {
+    resume = std::make_unique<checkpoint::Reader>(config.resume);
+    from_checkpoint = std::make_unique<checkpoint::ParameterLoader>(*resume);
+    source = from_checkpoint.get();
+  } else if (!config.load_weights.empty()) {
+    weights = std::make_unique<LoadedWeights>(config.load_weights);
+    source = weights.get();
+  }
+  GPTModel model(model_config_from(config), *backend, ParallelContext::from(ctx.groups), source);
   weights.reset();  // the model holds its own shards
+  from_checkpoint.reset();
+  Optimizer optimizer(optimizer_settings(config), model.parameters(), model.parallel().dp_rank(),
+                      model.parallel().dp_size());
+  Resumed resumed;
+  if (resume) {
+    resumed = resume_from(*resume, config, model, optimizer, ctx.rank);
+    resume.reset();
+  }
   std::unique_ptr<LoadedBatch> batch;
   if (!config.load_batch.empty())
     batch = std::make_unique<LoadedBatch>(config.load_batch, config.global_batch(), config.seq,
@@ -400,6 +421,8 @@ nlohmann::json run_model_program(RankContext& ctx) {
     }
   }
   options.distributed_optimizer = config.distributed_optimizer;
+  options.optimizer = &optimizer;
+  options.first_step = resumed.step;
   options.steps = config.steps;
   options.eval_every = config.eval_every;
   options.microbatches = config.microbatches;
@@ -426,8 +449,17 @@ nlohmann::json run_model_program(RankContext& ctx) {
   options.recorder = recorder.get();
   options.collector = collector.get();
   options.executor = executor.get();
+  std::string saved;  // the last checkpoint's folder
   options.after_step = [&](std::int64_t step) {
-    if (step == 0) ctx.fault_point("model: after step 0");
+    const bool first = step == options.first_step;
+    if (save_due(config, step)) {
+      std::function<void()> fault_point;
+      if (first) fault_point = [&] { ctx.fault_point("model: during the save after step 0"); };
+      saved = save_after_step(config, step, model, optimizer, ctx.rank, &ctx.group(Axis::world),
+                              fault_point);
+    } else if (first) {
+      ctx.fault_point("model: after step 0");
+    }
     ctx.check_cancelled();
   };
   const TrainingResult trained = run_training(model, options);
@@ -446,7 +478,11 @@ nlohmann::json run_model_program(RankContext& ctx) {
   nlohmann::json j = {{"rank", ctx.rank},
                       {"coordinates", coordinates},
                       {"parameters", parameters},
-                      {"steps", steps}};
+                      {"steps", steps},
+                      {"final_parameters", final_parameters(model)}};
+  if (!config.resume.empty())
+    j["resumed"] = {{"step", resumed.step}, {"rng_restored", resumed.rng_restored}};
+  if (!saved.empty()) j["checkpoint"] = saved;
   nlohmann::json collectives = nlohmann::json::object();
   for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep, Axis::pp}) {
     // ep and pp only when they are axes of their own, so other runs report what they did.

@@ -22,9 +22,13 @@ class LoadedBatch;
 class TraceRecorder;
 class MetricCollector;
 class MetricExecutor;
+class Optimizer;
 struct RankContext;
 
 struct TrainingOptions {
+  // The run's steps are [first_step, steps): a resumed run starts where its
+  // checkpoint was saved (the data and the step numbers continue).
+  std::int64_t first_step = 0;
   std::int64_t steps = 2;
   std::int64_t microbatches = 2;  // per DP rank
   // After every eval_every-th step (0 = never): an evaluation forward (no
@@ -36,6 +40,10 @@ struct TrainingOptions {
   // Megatron's distributed optimizer (flat_shard_layout.h): the update split
   // flat over DP, the optimizer's norms counted per flat range.
   bool distributed_optimizer = false;
+  // When set, the update is its step (it must outlive run_training; a resumed
+  // run's holds the checkpoint's state); else SGD with `lr` and
+  // `distributed_optimizer`.
+  Optimizer* optimizer = nullptr;
   // The optimizer's norms to report per step (parameter_norms.h), by --metrics
   // name: global-wgrad-l2 (after finalize_grads), global-param-l2 and
   // layer-param-l2 (after the update).
@@ -135,7 +143,12 @@ inline constexpr const char* kModelProgram = "model";
 //    "seconds", "cpu_seconds"}], "collectives": {axis: {"ranks", "calls", "hash"}},
 //    "counts": {kind: n}, "trace": [record...] (only with a trace or a dump),
 //    "dump": {file: {"holds", "tensors"}} (only with a dump: what this rank wrote, run_dump.h)}.
-// The fault point is after step 0.
+// With config.resume the model, the optimizer, the routers' expert biases and
+// (at the saving layout) the RNG streams come from the checkpoint and the run
+// starts at its step; with config.save_checkpoint it saves after the last step
+// (and every config.save_every steps). The fault point is after the run's
+// first step: inside the save when one follows that step (after the rank
+// wrote its file, before the checkpoint is published), else after the step.
 nlohmann::json run_model_program(RankContext& ctx);
 // Registers run_model_program as "model" unless a program of that name is
 // registered already (idempotent; also done at start-up).

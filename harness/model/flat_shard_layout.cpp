@@ -6,7 +6,8 @@
 
 namespace parity {
 
-FlatShardLayout::FlatShardLayout(const std::vector<Parameter>& params, int dp_rank, int dp_size) {
+FlatShardLayout::FlatShardLayout(const std::vector<Parameter>& params, int dp_rank, int dp_size)
+    : dp_size_(dp_size) {
   std::int64_t total = 0;
   for (const Parameter& p : params) {
     numel_.push_back(p.value.numel());
@@ -25,27 +26,43 @@ FlatShardLayout::Range FlatShardLayout::owned(std::size_t index) const {
   return {begin, std::max(begin, end)};
 }
 
-void FlatShardLayout::sgd_step(std::vector<Parameter>& params, double lr, Communicator* dp) const {
+std::int64_t FlatShardLayout::shard_offset(std::size_t index) const {
+  if (offset_.at(index) < 0) return -1;
+  return offset_[index] + owned(index).begin - begin_;
+}
+
+void FlatShardLayout::update(std::vector<Parameter>& params, const PieceUpdate& fn,
+                             Communicator* dp) const {
   at::NoGradGuard no_grad;
   at::Tensor mine;
   for (std::size_t i = 0; i < params.size(); ++i) {
     at::Tensor value = params[i].value;
     const at::Tensor grad = params[i].value.grad();
     if (offset_[i] < 0) {
-      value.sub_(grad, lr);
+      at::Tensor whole = value.view({-1});
+      fn(i, whole, grad.reshape({-1}), -1);
       continue;
     }
     if (!mine.defined()) mine = at::zeros({shard_}, value.options().requires_grad(false));
     const Range r = owned(i);
     if (r.size() == 0) continue;
     at::Tensor piece = value.view({-1}).narrow(0, r.begin, r.size());
-    piece.sub_(grad.reshape({-1}).narrow(0, r.begin, r.size()), lr);
-    mine.narrow(0, offset_[i] + r.begin - begin_, r.size()).copy_(piece);
+    fn(i, piece, grad.reshape({-1}).narrow(0, r.begin, r.size()), shard_offset(i));
+    mine.narrow(0, shard_offset(i), r.size()).copy_(piece);
   }
   if (!mine.defined() || dp == nullptr || dp->size() == 1) return;
   const at::Tensor all = dp->all_gather(mine, 0);  // [dp * shard_]: the whole buffer
   for (std::size_t i = 0; i < params.size(); ++i)
     if (offset_[i] >= 0) params[i].value.view({-1}).copy_(all.narrow(0, offset_[i], numel_[i]));
+}
+
+void FlatShardLayout::sgd_step(std::vector<Parameter>& params, double lr, Communicator* dp) const {
+  update(
+      params,
+      [lr](std::size_t, at::Tensor& value, const at::Tensor& grad, std::int64_t) {
+        value.sub_(grad, lr);
+      },
+      dp);
 }
 
 }  // namespace parity

@@ -16,6 +16,8 @@ namespace parity {
 
 class StepRowStream {
  public:
+  // A run's first step (a resumed run's is its checkpoint's step).
+  explicit StepRowStream(std::int64_t first_step = 0) : next_(first_step) {}
   // The rows every rank has published since the last poll that this stream
   // had not returned yet, in step order. `ranks` by rank, as a RunWatcher gets them.
   std::vector<StepRow> poll(const std::vector<RankStatus>& ranks);

@@ -110,7 +110,7 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
   const std::vector<std::string> names = {
       "exactly_once",        "recompute_invariance", "sharded_reduction",   "graph_replay",
       "backend_parity",      "determinism",          "collective_symmetry", "router_invariance",
-      "replica_consistency", "sharded_gradients"};
+      "replica_consistency", "sharded_gradients",    "resume_invariance"};
   ASSERT_EQ(r["properties"].size(), names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const auto& p = r["properties"][i];

@@ -234,15 +234,32 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   const ParsedCommand laid_out = parse({"run", "--pp", "2", "--pp-layout", "Et|tL"});
   ASSERT_TRUE(laid_out.errors.empty()) << laid_out.errors.front();
   EXPECT_EQ(laid_out.config.pp_layout, "Et|tL");
+  // The optimizer and the checkpoints: saving in run, resuming inside check.
+  const ParsedCommand saving =
+      parse({"run", "--optimizer", "adam", "--adam-beta1", "0.8", "--adam-beta2", "0.99",
+             "--adam-eps", "1e-6", "--save-checkpoint", "ck", "--save-every", "1"});
+  ASSERT_TRUE(saving.errors.empty()) << saving.errors.front();
+  EXPECT_EQ(saving.config.optimizer, OptimizerOption::adam);
+  EXPECT_EQ(saving.config.adam_beta1, 0.8);
+  EXPECT_EQ(saving.config.adam_beta2, 0.99);
+  EXPECT_EQ(saving.config.adam_eps, 1e-6);
+  EXPECT_EQ(saving.config.save_checkpoint, "ck");
+  EXPECT_EQ(saving.config.save_every, 1);
+  const ParsedCommand resumed = parse({"check", "--resume-at", "1", "--resume-layout", "dp=1"});
+  ASSERT_TRUE(resumed.errors.empty()) << resumed.errors.front();
+  EXPECT_EQ(resumed.config.resume_at, 1);
+  EXPECT_EQ(resumed.config.resume_layout, "dp=1");
   // Every field of the table was given a non-default value by one of the
   // calls, except the input files: they are read at parse time
-  // (tests/cli/test_load_files.cpp passes them with files that fit).
+  // (tests/cli/test_load_files.cpp passes them with files that fit;
+  // tests/cli/test_checkpoint_cli.cpp a checkpoint to --resume).
   const RunConfig defaults;
   for (const RunConfigField& f : run_config_fields())
-    if (f.key != "backend" && f.key != "load-weights" && f.key != "load-batch") {
+    if (f.key != "backend" && f.key != "load-weights" && f.key != "load-batch" &&
+        f.key != "resume") {
       bool set = false;
-      for (const RunConfig* r :
-           {&c, &eager.config, &uneven.config, &accounted.config, &laid_out.config})
+      for (const RunConfig* r : {&c, &eager.config, &uneven.config, &accounted.config,
+                                 &laid_out.config, &saving.config, &resumed.config})
         set = set || f.get(*r) != f.get(defaults);
       EXPECT_TRUE(set) << f.key;
     }
@@ -490,6 +507,15 @@ std::vector<BadValue> bad_values() {
       one("load-weights", "/nonexistent-parity-dir/w.safetensors"),
       one("load-batch", "/nonexistent-parity-dir/b.safetensors"),
       one("dump", "/nonexistent-parity-dir/d"),
+      one("optimizer", "lamb"),
+      one("adam-beta1", "1"),
+      one("adam-beta2", "-0.5"),
+      one("adam-eps", "0"),
+      one("save-checkpoint", "/nonexistent-parity-dir/ck"),
+      one("save-every", "-1"),
+      one("resume", "/nonexistent-parity-dir/ck"),
+      one("resume-at", "-1"),
+      {"--resume-layout", {"--resume-layout", "tp=1"}},  // needs --resume-at
       one("moe-experts", "-1"),
       {"--moe-topk", {"--moe-experts", "4", "--moe-topk", "5"}},  // in [1, E]
       one("moe-score", "relu"),

@@ -546,7 +546,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 36);
+  EXPECT_EQ(ranged, 41);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {

@@ -8,6 +8,7 @@
 
 #include "harness/checks/check.h"
 #include "harness/config/model_mapping.h"
+#include "harness/config/resume_layout.h"
 #include "harness/graphs/graph_scope.h"
 #include "harness/model/pipeline_layout.h"
 #include "scenarios/fault_shapes.h"
@@ -20,6 +21,10 @@ PARITY_USES_FAULT(expert_load_count_ungated);
 PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
+PARITY_USES_FAULT(optimizer_step_not_saved);
+PARITY_USES_FAULT(replica_saved_per_rank);
+PARITY_USES_FAULT(reshard_flat_buffer_order);
+PARITY_USES_FAULT(resume_rng_not_restored);
 PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(router_stats_include_padding);
 PARITY_USES_FAULT(sqrt_before_sum);
@@ -112,6 +117,32 @@ RC_GTEST_PROP(FaultShapes, ShapedPipelineScenariosHoldTheTrackerOnUnevenStages, 
     built.insert(layers);
   }
   RC_ASSERT(built.size() > 1u);
+}
+
+// The resume faults: a valid scenario that resumes, and what each fault needs
+// at the resume (fault_shapes.cpp), or the case declined.
+RC_GTEST_PROP(FaultShapes, ShapedResumeScenariosAreValidAndTakeTheFaultsPath, ()) {
+  const RunConfig generated = *scenarios::gen_scenario();
+  for (const CodePathFault fault : {fault_reshard_flat_buffer_order, fault_resume_rng_not_restored,
+                                    fault_optimizer_step_not_saved, fault_replica_saved_per_rank}) {
+    RunConfig c = generated;
+    if (!scenarios::shape_for_fault(c, fault)) continue;
+    RC_ASSERT(checks::validate_check_scenario(c).empty());
+    RC_ASSERT(c.resume_at >= 1);
+    RC_ASSERT(c.resume_at < c.steps);
+    const RunConfig at = resumed_config(c).value();
+    if (fault == fault_reshard_flat_buffer_order) {
+      RC_ASSERT(c.distributed_optimizer && c.optimizer == OptimizerOption::adam);
+      RC_ASSERT(c.dtype == DType::fp64 && c.lr > 0);
+      RC_ASSERT(at.dp != c.dp);
+    } else if (fault == fault_resume_rng_not_restored) {
+      RC_ASSERT(c.dropout > 0 && same_layout(c, at));
+    } else if (fault == fault_optimizer_step_not_saved) {
+      RC_ASSERT(c.optimizer == OptimizerOption::adam && c.lr > 0);
+    } else {
+      RC_ASSERT(c.world_size() > 1);
+    }
+  }
 }
 
 // A fault without a shape leaves the scenario as generated.

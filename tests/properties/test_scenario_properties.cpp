@@ -19,6 +19,7 @@
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
 #include "harness/config/model_mapping.h"
+#include "harness/config/resume_layout.h"
 #include "harness/graphs/graph_scope.h"
 #include "harness/model/pipeline_layout.h"
 #include "scenarios/generators.h"
@@ -263,6 +264,42 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   EXPECT_EQ(scopes.size(), 6u) << "graph scopes generated: " << ::testing::PrintToString(scopes);
   EXPECT_EQ(moe_logging.size(), 2u) << ::testing::PrintToString(moe_logging);
   EXPECT_EQ(query_groups.size(), 5u) << ::testing::PrintToString(query_groups);
+}
+
+// The generators draw resumes (resume_invariance) at the scenario's layout and
+// with each axis changed, under Adam now and then, on plain, pipelined and MoE
+// scenarios: every such scenario a valid check.
+TEST(ScenarioGenerators, DrawResumesAtTheSameLayoutAndWithEachAxisChanged) {
+  std::set<std::string> seen;
+  rc::detail::TestParams params;
+  params.seed = 20261205;
+  params.maxSuccess = 1500;
+  params.disableShrinking = true;
+  scenarios::QuietListener quiet;
+  for (rc::Gen<RunConfig> (*generator)() :
+       {scenarios::gen_scenario, scenarios::gen_pipeline_scenario, scenarios::gen_moe_scenario}) {
+    rc::detail::TestMetadata metadata;
+    metadata.id = "ScenarioGenerators/resumes";
+    rc::detail::checkProperty(rc::detail::toProperty([&] {
+                                const RunConfig c = *generator();
+                                if (c.resume_at == 0) return;
+                                RC_ASSERT(c.resume_at < c.steps);
+                                RC_ASSERT(checks::validate_check_scenario(c).empty());
+                                const RunConfig at = resumed_config(c).value();
+                                if (same_layout(c, at))
+                                  seen.insert(c.dropout > 0 ? "same, dropout" : "same");
+                                if (at.tp != c.tp) seen.insert("tp");
+                                if (at.cp != c.cp) seen.insert("cp");
+                                if (at.dp != c.dp)
+                                  seen.insert(c.distributed_optimizer ? "dp, distributed" : "dp");
+                                if (at.pp != c.pp) seen.insert(c.pp > 1 ? "pp to 1" : "pp from 1");
+                                if (at.ep != c.ep) seen.insert("ep");
+                                if (c.optimizer == OptimizerOption::adam) seen.insert("adam");
+                              }),
+                              metadata, params, quiet);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"same", "same, dropout", "tp", "cp", "dp",
+                                         "dp, distributed", "pp to 1", "pp from 1", "ep", "adam"}));
 }
 
 // Every property parity check evaluates, on each generated scenario: one
