@@ -204,8 +204,10 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
   if (config_->position_embedding == PositionEmbeddingKind::rope) {
     // Before the CP gather, with this rank's global positions (Megatron's
     // rotary_pos_emb for this CP rank's chunks).
-    qkv[0] = rt.backend->rotary_embedding(qkv[0], positions, config_->rotary_base);
-    qkv[1] = rt.backend->rotary_embedding(qkv[1], positions, config_->rotary_base);
+    const RotarySpec rotary{config_->rotary_base, config_->rotary_dim(),
+                            config_->rotary_interleaved};
+    qkv[0] = rt.backend->rotary_embedding(qkv[0], positions, rotary);
+    qkv[1] = rt.backend->rotary_embedding(qkv[1], positions, rotary);
   }
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {
