@@ -209,8 +209,9 @@ TEST(MegatronTraceDiff, GroupedQueryAttentionMatchesMegatronsTraceAndFindsAPertu
 
 // The llama fixture pins each of its rotary options and the norm epsilon: run
 // with any one of them at parity's default, the logits leave the 1e-5 bound
-// (so the matches above are not blind to them).
-TEST(MegatronConformanceOptions, LlamaFixtureSeesEachRotaryOptionAndTheNormEpsilon) {
+// (so the matches above are not blind to them). So does the fault
+// qk-norm-over-whole-hidden at one rank, where no sharded run can differ.
+TEST(MegatronConformanceOptions, LlamaFixtureSeesEachRotaryOptionTheNormEpsilonAndTheQkNormFault) {
   const std::string fix = fixture_dir("llama");
   ASSERT_TRUE(files::exists(fix + "/scenario.json"))
       << "no fixture at " << fix << " (CTest runs this from the build's tests folder)";
@@ -254,6 +255,7 @@ TEST(MegatronConformanceOptions, LlamaFixtureSeesEachRotaryOptionAndTheNormEpsil
     given[key] = value;
     EXPECT_GT(logits_rel(given, {}), 1e-4) << key;
   }
+  EXPECT_GT(logits_rel(scenario, {"--inject", "qk-norm-over-whole-hidden"}), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(
