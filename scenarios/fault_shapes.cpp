@@ -19,6 +19,7 @@ PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(optimizer_step_not_saved);
 PARITY_USES_FAULT(pp_send_order);
+PARITY_USES_FAULT(qk_norm_over_whole_hidden);
 PARITY_USES_FAULT(static_grad_aliasing);
 PARITY_USES_FAULT(pp_grads_cleared_per_microbatch);
 PARITY_USES_FAULT(recompute_rng_not_restored);
@@ -248,6 +249,11 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // Replicas: more than one rank.
     resume(s);
     if (s.world_size() == 1) s.dp = 2;
+  } else if (fault == fault_qk_norm_over_whole_hidden) {
+    // The q/k norms over TP: a rank holds fewer heads than the single-rank
+    // run normalizes together.
+    if (s.tp < 2) return false;
+    s.qk_layernorm = true;
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

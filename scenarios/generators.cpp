@@ -107,6 +107,14 @@ void pick_model_shape(RunConfig& c) {
   // (heads + 2 groups) * 6 splits over every tp drawn) and q/k norms.
   c.kv_channels = sometimes(4) ? 6 : 0;
   c.qk_layernorm = sometimes(4);
+  // Megatron's rotary options under rope (half of a head dimension of at least
+  // 4 always rotates), and the norm epsilon.
+  if (c.position_embedding == PositionEmbeddingOption::rope) {
+    c.rotary_base = sometimes(4) ? 500000.0 : 10000.0;
+    c.rotary_percent = sometimes(4) ? 0.5 : 1.0;
+    c.rotary_interleaved = sometimes(4);
+  }
+  c.norm_epsilon = sometimes(4) ? 1e-6 : 1e-5;
   c.gather_output = c.tp > 1 && sometimes(3);
   // The forward's runtime_gather_output, which wins over gather_output (7.7).
   c.runtime_gather_output =

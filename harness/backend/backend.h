@@ -36,6 +36,13 @@ namespace parity {
 
 class Communicator;  // harness/parallel/communicator.h (the floor below)
 
+// Megatron's rotary options (Backend::rotary_embedding).
+struct RotarySpec {
+  double base = 10000.0;     // rotary_base
+  std::int64_t dim = 0;      // RotaryEmbedding's dim: int(hn * rotary_percent); 0 = hn
+  bool interleaved = false;  // rotary_interleaved
+};
+
 // The random streams of Megatron's model-parallel RNG tracker:
 //   data_parallel  - the default generator: identical on every TP rank (so a
 //                    TP-replicated tensor gets the same dropout mask everywhere);
@@ -240,13 +247,17 @@ class Backend {
   // [s, b, ng * (np/ng + 2) * hn] -> q [s, b, np, hn], k and v [s, b, ng, hn].
   virtual std::vector<at::Tensor> split_qkv(const at::Tensor& mixed, std::int64_t head_dim,
                                             std::int64_t groups) const;
-  // Megatron's rotary position embedding (rotary_percent 1.0, not interleaved):
-  // x [s, b, np, d] with positions [s] (int64, GLOBAL, so a CP rank's chunks
-  // rotate as in the whole sequence). Angles positions * base^(-2i/d) in fp32,
-  // duplicated [f, f]; cos and sin cast to x's dtype; x * cos + rotate_half(x) * sin
-  // with rotate_half(x) = [-x2, x1].
+  // Megatron's rotary position embedding (RotaryEmbedding and the unfused
+  // apply_rotary_pos_emb): x [s, b, np, hn] with positions [s] (int64, GLOBAL,
+  // so a CP rank's chunks rotate as in the whole sequence). Frequencies
+  // f = base^(-arange(0, dim, 2) / dim) (dim: RotaryEmbedding's, 0 = hn) and
+  // the angles positions * f in fp32, laid out [f, f] or, interleaved,
+  // [f0, f0, f1, f1, ...]; cos and sin cast to x's dtype. The first
+  // r = 2 * len(f) channels become t * cos + rotate_half(t) * sin with
+  // rotate_half(t) = [-t2, t1] (halves) or [-t1, t0, -t3, t2, ...] (interleaved);
+  // the channels after r pass through.
   virtual at::Tensor rotary_embedding(const at::Tensor& x, const at::Tensor& positions,
-                                      double base) const;
+                                      const RotarySpec& rotary) const;
   // Context parallel: every CP rank's keys and values, all-gathered on dim 0
   // (backward: reduce-scatter), in CP rank order -> {k, v}.
   virtual std::vector<at::Tensor> gather_context_parallel_kv(const at::Tensor& k,

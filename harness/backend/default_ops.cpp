@@ -53,19 +53,31 @@ std::vector<at::Tensor> Backend::split_qkv(const at::Tensor& mixed, std::int64_t
 }
 
 at::Tensor Backend::rotary_embedding(const at::Tensor& x, const at::Tensor& positions,
-                                     double base) const {
-  const std::int64_t d = x.size(-1);
+                                     const RotarySpec& rotary) const {
+  const std::int64_t d = rotary.dim > 0 ? rotary.dim : x.size(-1);
   // As Megatron's RotaryEmbedding: inv_freq = 1 / base^(arange(0, d, 2) / d) and
   // the outer product with the positions, both in fp32 whatever the model dtype.
   const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
   at::Tensor inv_freq =
-      at::pow(base, at::arange(0, d, 2, f32) / static_cast<double>(d)).reciprocal();
-  at::Tensor freqs = at::outer(positions.to(f32), inv_freq);
-  at::Tensor emb = at::cat({freqs, freqs}, -1).view({x.size(0), 1, 1, d});
+      at::pow(rotary.base, at::arange(0, d, 2, f32) / static_cast<double>(d)).reciprocal();
+  at::Tensor freqs = at::outer(positions.to(f32), inv_freq);  // [s, r / 2]
+  const std::int64_t r = 2 * inv_freq.size(0);
+  at::Tensor emb = rotary.interleaved ? at::stack({freqs, freqs}, -1).view({x.size(0), r})
+                                      : at::cat({freqs, freqs}, -1);
+  emb = emb.view({x.size(0), 1, 1, r});
   at::Tensor cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
-  const std::vector<at::Tensor> halves = x.chunk(2, -1);
-  at::Tensor rotated = at::cat({-halves[1], halves[0]}, -1);
-  return x * cos + rotated * sin;
+  const bool partial = r < x.size(-1);
+  const at::Tensor t = partial ? x.narrow(-1, 0, r) : x;
+  at::Tensor rotated;
+  if (rotary.interleaved) {
+    const at::Tensor even = t.slice(-1, 0, r, 2), odd = t.slice(-1, 1, r, 2);
+    rotated = at::stack({-odd, even}, -1).flatten(-2);
+  } else {
+    const std::vector<at::Tensor> halves = t.chunk(2, -1);
+    rotated = at::cat({-halves[1], halves[0]}, -1);
+  }
+  at::Tensor out = t * cos + rotated * sin;
+  return partial ? at::cat({out, x.narrow(-1, r, x.size(-1) - r)}, -1) : out;
 }
 
 std::vector<at::Tensor> Backend::gather_context_parallel_kv(const at::Tensor& k,

@@ -29,6 +29,10 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.position_embedding = c.position_embedding == PositionEmbeddingOption::rope
                              ? PositionEmbeddingKind::rope
                              : PositionEmbeddingKind::learned;
+  m.rotary_base = c.rotary_base;
+  m.rotary_percent = c.rotary_percent;
+  m.rotary_interleaved = c.rotary_interleaved;
+  m.norm_eps = c.norm_epsilon;
   m.untie_embeddings = c.untie;
   m.bias_linear = c.bias_linear;
   m.seed = c.seed;

@@ -120,6 +120,10 @@ struct RunConfig {
   NormOption norm = NormOption::layernorm;
   ActivationOption activation = ActivationOption::gelu;
   PositionEmbeddingOption position_embedding = PositionEmbeddingOption::learned;
+  double rotary_base = 10000.0;            // rope: Megatron's rotary_base
+  double rotary_percent = 1.0;             // rope: the share of each head's channels rotated
+  bool rotary_interleaved = false;         // rope: pairs (2i, 2i+1) instead of (i, i + d/2)
+  double norm_epsilon = 1e-5;              // every norm's epsilon (Megatron's layernorm_epsilon)
   bool untie = true;                       // false: output layer shares the word embeddings
   bool bias_linear = true;                 // biases on QKV, proj, fc1, fc2
   std::string recompute = "none";          // see RecomputeSpec

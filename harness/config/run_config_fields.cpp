@@ -43,6 +43,12 @@ NumericRange at_least(double lo, std::string_view rule) {
   return r;
 }
 
+NumericRange above(double lo, std::string_view rule) {
+  NumericRange r = at_least(lo, rule);
+  r.lo_open = true;
+  return r;
+}
+
 RunConfigField integer(std::string_view key, int RunConfig::*m, std::string_view group,
                        std::string_view help, NumericRange range) {
   RunConfigField f = make(key, FieldType::integer, group, help, range);
@@ -237,9 +243,23 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(choice("activation", &RunConfig::activation, kModel, "gelu or swiglu",
                      known_activations, parse_activation));
   f.push_back(choice("position-embedding", &RunConfig::position_embedding, kModel,
-                     "learned (absolute, a parameter) or rope (Megatron's rotary, base 10000, "
-                     "global positions under CP)",
+                     "learned (absolute, a parameter) or rope (Megatron's rotary embedding, "
+                     "global positions under CP; --rotary-*)",
                      known_position_embeddings, parse_position_embedding));
+  f.push_back(real("rotary-base", &RunConfig::rotary_base, kModel,
+                   "rope: the base of the rotary frequencies base^(-2i/d) (Megatron's rotary_base)",
+                   above(0, "must be > 0")));
+  f.push_back(real("rotary-percent", &RunConfig::rotary_percent, kModel,
+                   "rope: the share of each head's channels rotated, the first "
+                   "int(head_dim * P) (Megatron's rotary_percent)",
+                   NumericRange{0, true, 1, false, "must be in (0, 1]"}));
+  f.push_back(flag("rotary-interleaved", &RunConfig::rotary_interleaved, kModel,
+                   "rope: rotate channel pairs (2i, 2i+1) instead of (i, i + d/2) (Megatron's "
+                   "rotary_interleaved)"));
+  f.push_back(real("norm-epsilon", &RunConfig::norm_epsilon, kModel,
+                   "the epsilon of every layernorm / rmsnorm (Megatron's --norm-epsilon, "
+                   "layernorm_epsilon)",
+                   above(0, "must be > 0")));
   f.push_back(flag("untie", &RunConfig::untie, kModel,
                    "separate output-layer weights (--no-untie: the output layer shares the word "
                    "embeddings, Megatron's share_embeddings_and_output_weights)"));

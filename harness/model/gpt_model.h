@@ -144,6 +144,9 @@ class Norm : public Module {
   Norm(std::string name, const ModelConfig* config, ParameterFactory& params, std::int64_t width,
        bool tp_partial);
   at::Tensor forward(const ModelRuntime& rt, const at::Tensor& x) const;
+  // x [s, b, n, width]: one normalization over all n * width channels, the
+  // weights applied to each head's channels (the fault qk-norm-over-whole-hidden).
+  at::Tensor forward_over_heads(const ModelRuntime& rt, const at::Tensor& x) const;
 
  private:
   at::Tensor weight_, bias_;  // bias undefined for RMSNorm

@@ -342,6 +342,44 @@ void pipeline_violations(const ModelConfig& c, Add&& add) {
         {"pp", "mtp_layers"});
 }
 
+// Megatron's RotaryEmbedding rotates the first 2 * ceil(dim / 2) channels of
+// each head (pairs i and i + half, or 2i and 2i+1 interleaved): they must fit
+// in the head and there must be some. The rotary options without rope would
+// change nothing, so they are refused rather than ignored.
+template <typename Add>
+void rotary_violations(const ModelConfig& c, Add&& add) {
+  const bool rope = c.position_embedding == PositionEmbeddingKind::rope;
+  if (!(c.rotary_base > 0.0) || !std::isfinite(c.rotary_base))
+    add("rotary_base", str(c.rotary_base), "must be > 0");
+  if (!(c.rotary_percent > 0.0 && c.rotary_percent <= 1.0))
+    add("rotary_percent", str(c.rotary_percent), "must be in (0, 1]");
+  if (!rope) {
+    const std::string needs = "applies to rotary embeddings only (--position-embedding rope)";
+    if (c.rotary_base != 10000.0)
+      add("rotary_base", str(c.rotary_base), needs, {"position_embedding"});
+    if (c.rotary_percent != 1.0)
+      add("rotary_percent", str(c.rotary_percent), needs, {"position_embedding"});
+    if (c.rotary_interleaved) add("rotary_interleaved", "true", needs, {"position_embedding"});
+    return;
+  }
+  if (c.kv_channels < 0 || !(c.rotary_percent > 0.0 && c.rotary_percent <= 1.0)) return;
+  const std::vector<std::string> head = c.kv_channels > 0
+                                            ? std::vector<std::string>{"kv_channels"}
+                                            : std::vector<std::string>{"hidden", "heads"};
+  const std::string head_text =
+      std::string(c.kv_channels > 0 ? "kv_channels" : "hidden / heads") + " = " + str(c.head_dim());
+  if (c.rotary_dim() < 1) {
+    std::vector<std::string> involves = head;
+    involves.push_back("position_embedding");
+    add("rotary_percent", str(c.rotary_percent),
+        "int(head_dim * rotary_percent) = 0 rotates no channel (" + head_text + ")", involves);
+  } else if (c.rotary_channels() > c.head_dim()) {
+    // At rotary_percent 1.0 an odd head dimension (below 1.0 d < head_dim).
+    add("position_embedding", "rope",
+        "rotary embeddings need an even head dimension (" + head_text + ")", head);
+  }
+}
+
 std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp, int ep) const {
   std::vector<ModelConfigViolation> out;
   auto add = [&](std::string field, std::string value, std::string rule,
@@ -393,17 +431,7 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
         layout);
   }
 
-  // Rotate-half pairs element i with element i + head_dim/2.
-  if (position_embedding == PositionEmbeddingKind::rope && kv_channels >= 0 && head_dim() % 2 != 0)
-    add("position_embedding", "rope",
-        "rotary embeddings need an even head dimension (" +
-            std::string(kv_channels > 0 ? "kv_channels" : "hidden / heads") + " = " +
-            str(head_dim()) + ")",
-        kv_channels > 0 ? std::vector<std::string>{"kv_channels"}
-                        : std::vector<std::string>{"hidden", "heads"});
-  if (position_embedding == PositionEmbeddingKind::rope &&
-      (!(rotary_base > 0.0) || !std::isfinite(rotary_base)))
-    add("rotary_base", str(rotary_base), "must be > 0");
+  rotary_violations(*this, add);
 
   if (!(dropout >= 0.0 && dropout < 1.0)) add("dropout", str(dropout), "must be in [0, 1)");
   if (!(norm_eps > 0.0) || !std::isfinite(norm_eps)) add("norm_eps", str(norm_eps), "must be > 0");

@@ -18,7 +18,7 @@ enum class ModelDType : std::int8_t { fp32, fp64, bf16 };
 enum class NormKind : std::int8_t { layer_norm, rms_norm };
 enum class ActivationKind : std::int8_t { gelu, swiglu };
 // Learned absolute position embeddings, or Megatron's rotary embedding
-// (rotary_percent 1.0, rotate-half layout, angles from the global positions).
+// (ModelConfig's rotary_* options; angles from the global positions).
 enum class PositionEmbeddingKind : std::int8_t { learned, rope };
 // Activation recompute (Megatron's recompute_granularity / recompute_method):
 //   full_uniform - consecutive chunks of recompute_layers layers, each chunk one checkpoint;
@@ -137,7 +137,11 @@ struct ModelConfig {
   NormKind norm = NormKind::layer_norm;
   ActivationKind activation = ActivationKind::gelu;
   PositionEmbeddingKind position_embedding = PositionEmbeddingKind::learned;
-  double rotary_base = 10000.0;  // rope only (Megatron's rotary_base)
+  // Rope only: Megatron's rotary_base, rotary_percent (RotaryEmbedding's dim
+  // is int(head_dim * rotary_percent) below 1.0) and rotary_interleaved.
+  double rotary_base = 10000.0;
+  double rotary_percent = 1.0;
+  bool rotary_interleaved = false;
   // false: the output layer reuses the word embeddings (Megatron's
   // share_embeddings_and_output_weights; no output_layer.weight).
   bool untie_embeddings = true;
@@ -174,6 +178,15 @@ struct ModelConfig {
   PipelineLayoutConfig pipeline;
 
   std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden / heads; }
+  // Megatron's RotaryEmbedding dim: head_dim, or int(head_dim * rotary_percent)
+  // below 1.0. Its frequencies are base^(-arange(0, dim, 2) / dim); the first
+  // rotary_channels() = 2 * ceil(dim / 2) channels of each head rotate.
+  std::int64_t rotary_dim() const {
+    return rotary_percent < 1.0
+               ? static_cast<std::int64_t>(static_cast<double>(head_dim()) * rotary_percent)
+               : head_dim();
+  }
+  std::int64_t rotary_channels() const { return 2 * ((rotary_dim() + 1) / 2); }
   std::int64_t query_groups() const { return num_query_groups > 0 ? num_query_groups : heads; }
   // linear_qkv's output width: per group its heads / groups queries, its key
   // and its value (Megatron's layout), (heads + 2 * groups) * head_dim.

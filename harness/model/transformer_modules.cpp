@@ -15,6 +15,7 @@
 #include "harness/recompute/checkpoint.h"
 
 PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
+PARITY_USES_FAULT(qk_norm_over_whole_hidden);
 
 namespace parity {
 
@@ -149,6 +150,17 @@ at::Tensor Norm::forward(const ModelRuntime& rt, const at::Tensor& x) const {
   return rt.backend->rms_norm(x, weight_, config_->norm_eps);
 }
 
+at::Tensor Norm::forward_over_heads(const ModelRuntime& rt, const at::Tensor& x) const {
+  const std::int64_t heads = x.size(2);
+  const at::Tensor flat = x.flatten(2);
+  const at::Tensor weight = weight_.repeat({heads});
+  const at::Tensor out =
+      config_->norm == NormKind::layer_norm
+          ? rt.backend->layer_norm(flat, weight, bias_.repeat({heads}), config_->norm_eps)
+          : rt.backend->rms_norm(flat, weight, config_->norm_eps);
+  return out.view(x.sizes());
+}
+
 // ---------------------------------------------------------------- attention
 SelfAttention::SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params)
     : Module(name, config),
@@ -197,15 +209,22 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
       qkv[2] = other[2];
     }
   }
-  if (q_layernorm_) {  // per head, before the rotary embedding (Megatron's order)
+  if (q_layernorm_ && fault_active(fault_qk_norm_over_whole_hidden)) {
+    // Fault qk-norm-over-whole-hidden: the statistics over every query (key)
+    // head this rank holds together, not over each head's channels.
+    qkv[0] = q_layernorm_->forward_over_heads(rt, qkv[0]);
+    qkv[1] = k_layernorm_->forward_over_heads(rt, qkv[1]);
+  } else if (q_layernorm_) {  // per head, before the rotary embedding (Megatron's order)
     qkv[0] = q_layernorm_->forward(rt, qkv[0]);
     qkv[1] = k_layernorm_->forward(rt, qkv[1]);
   }
   if (config_->position_embedding == PositionEmbeddingKind::rope) {
     // Before the CP gather, with this rank's global positions (Megatron's
     // rotary_pos_emb for this CP rank's chunks).
-    qkv[0] = rt.backend->rotary_embedding(qkv[0], positions, config_->rotary_base);
-    qkv[1] = rt.backend->rotary_embedding(qkv[1], positions, config_->rotary_base);
+    const RotarySpec rotary{config_->rotary_base, config_->rotary_dim(),
+                            config_->rotary_interleaved};
+    qkv[0] = rt.backend->rotary_embedding(qkv[0], positions, rotary);
+    qkv[1] = rt.backend->rotary_embedding(qkv[1], positions, rotary);
   }
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "harness/backend/registry.h"
 
 namespace parity {
@@ -64,6 +66,41 @@ TEST(BackendDefaultOps, CrossEntropyOnFullLogitsIsLogSoftmaxsNegativeTarget) {
   const at::Tensor expect =
       -at::log_softmax(logits, -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1);
   EXPECT_TRUE(at::allclose(loss, expect, 1e-12, 1e-12));
+}
+
+// Megatron's rotary embedding, pair by pair: pair i turns by pos * base^(-2i/d)
+// (fp32 angles). dim 3 of 6 channels: Megatron's arange(0, 3, 2) = {0, 2} gives
+// two frequencies, so 4 channels rotate and 2 pass through unchanged; pairs are
+// (0, 2), (1, 3) by halves or (0, 1), (2, 3) interleaved.
+TEST(BackendDefaultOps, RotaryEmbeddingFollowsMegatronsPercentAndInterleavedLayouts) {
+  auto backend = make_backend("reference");
+  const std::int64_t s = 3, hn = 6;
+  const at::Tensor x = at::linspace(-1.0, 2.0, s * 2 * hn, at::kDouble).view({s, 1, 2, hn});
+  const at::Tensor pos = at::tensor({0, 5, 11}, at::kLong);
+  const double base = 500.0;
+  for (const bool interleaved : {false, true}) {
+    const at::Tensor out = backend->rotary_embedding(x, pos, RotarySpec{base, 3, interleaved});
+    ASSERT_EQ(out.sizes(), x.sizes());
+    for (std::int64_t t = 0; t < s; ++t) {
+      for (std::int64_t i = 0; i < 2; ++i) {
+        const double angle = static_cast<double>(pos[t].item<std::int64_t>()) *
+                             std::pow(base, -2.0 * static_cast<double>(i) / 3.0);
+        const std::int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + 2;
+        const at::Tensor xa = x[t].select(-1, a), xb = x[t].select(-1, b);
+        EXPECT_TRUE(at::allclose(out[t].select(-1, a), xa * std::cos(angle) - xb * std::sin(angle),
+                                 1e-5, 1e-5))
+            << interleaved << " " << t << " " << i;
+        EXPECT_TRUE(at::allclose(out[t].select(-1, b), xb * std::cos(angle) + xa * std::sin(angle),
+                                 1e-5, 1e-5))
+            << interleaved << " " << t << " " << i;
+      }
+    }
+    EXPECT_TRUE(at::equal(out.narrow(-1, 4, 2), x.narrow(-1, 4, 2))) << interleaved;
+    EXPECT_TRUE(at::equal(out[0], x[0])) << interleaved;  // position 0 turns by nothing
+  }
+  // dim 0 (all channels) is rotary_percent 1.0: all 6 rotate.
+  const at::Tensor all = backend->rotary_embedding(x, pos, RotarySpec{base, 0, false});
+  EXPECT_FALSE(at::allclose(all.narrow(-1, 4, 2), x.narrow(-1, 4, 2)));
 }
 
 }  // namespace

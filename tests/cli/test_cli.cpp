@@ -91,6 +91,13 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "swiglu",
                                  "--position-embedding",
                                  "rope",
+                                 "--rotary-base",
+                                 "500000",
+                                 "--rotary-percent",
+                                 "0.5",
+                                 "--rotary-interleaved",
+                                 "--norm-epsilon",
+                                 "1e-6",
                                  "--no-untie",
                                  "--no-bias-linear",
                                  "--recompute",
@@ -178,6 +185,10 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.norm, NormOption::rmsnorm);
   EXPECT_EQ(c.activation, ActivationOption::swiglu);
   EXPECT_EQ(c.position_embedding, PositionEmbeddingOption::rope);
+  EXPECT_EQ(c.rotary_base, 500000.0);
+  EXPECT_EQ(c.rotary_percent, 0.5);
+  EXPECT_TRUE(c.rotary_interleaved);
+  EXPECT_EQ(c.norm_epsilon, 1e-6);
   EXPECT_FALSE(c.untie);
   EXPECT_FALSE(c.bias_linear);
   EXPECT_EQ(c.recompute, "selective:core_attn,mlp");
@@ -351,6 +362,7 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     if (f.key == "moe-seq-aux-loss") extra = {"--moe-experts", "4", "--moe-aux-loss", "0.01"};
     if (f.key == "moe-per-layer-logging") extra = {"--moe-experts", "4"};
     if (f.key == "mtp-repeated-layer") extra = {"--mtp-layers", "2"};
+    if (f.key == "rotary-interleaved") extra = {"--position-embedding", "rope"};
     std::vector<std::string> a = {"run", on};
     a.insert(a.end(), extra.begin(), extra.end());
     ParsedCommand p = parse(a);
@@ -361,10 +373,10 @@ TEST(CommandLine, EveryBooleanHasANegativeSpelling) {
     ASSERT_TRUE(p.errors.empty()) << f.key << ": " << p.errors.front();
     EXPECT_EQ(f.get(p.config), false) << off;
   }
-  // sp, check-collectives, fp32-residual, untie, bias-linear, qk-layernorm, gather-output,
-  // distributed-optimizer, moe-seq-aux-loss, moe-per-layer-logging, mtp-repeated-layer,
-  // observe-wgrad, pp-account-embedding, pp-account-loss
-  EXPECT_EQ(booleans, 14);
+  // sp, check-collectives, fp32-residual, untie, bias-linear, qk-layernorm, rotary-interleaved,
+  // gather-output, distributed-optimizer, moe-seq-aux-loss, moe-per-layer-logging,
+  // mtp-repeated-layer, observe-wgrad, pp-account-embedding, pp-account-loss
+  EXPECT_EQ(booleans, 15);
   // --no-sp over the embedded default (which sets --sp) makes tp 1 valid.
   const ParsedCommand p = parse({"check", "--tp", "1", "--cp", "4", "--no-sp"});
   EXPECT_TRUE(p.errors.empty()) << p.errors.front();
@@ -491,6 +503,10 @@ std::vector<BadValue> bad_values() {
       one("norm", "batchnorm"),
       one("activation", "relu"),
       one("position-embedding", "alibi"),
+      one("rotary-base", "0"),
+      {"--rotary-percent", {"--position-embedding", "rope", "--rotary-percent", "1.5"}},
+      {"--rotary-interleaved", {"--rotary-interleaved"}},  // needs rope
+      one("norm-epsilon", "-1e-5"),
       {"--untie", {"--untie=maybe"}},
       {"--bias-linear", {"--bias-linear=maybe"}},
       one("recompute", "partial"),

@@ -194,6 +194,66 @@ TEST(RunConfigValidation, KvChannelsSetTheHeadDimension) {
               "it evenly over TP)");
 }
 
+// The rotary options (Megatron's rotary_base, rotary_percent,
+// rotary_interleaved) and the norm epsilon: their ranges, rope only, and the
+// rotated channels 2 * ceil(int(head_dim * percent) / 2) fit in the head.
+TEST(RunConfigValidation, RotaryOptionsAndNormEpsilon) {
+  RunConfig c;
+  c.position_embedding = PositionEmbeddingOption::rope;
+  c.rotary_base = 500000;
+  c.rotary_percent = 0.5;
+  c.rotary_interleaved = true;
+  c.norm_epsilon = 1e-6;
+  EXPECT_TRUE(validate_run_config(c).empty()) << cli_lines(c).front();
+  c.rotary_percent = 0.0;
+  expect_only(c, "--rotary-percent 0: must be in (0, 1]");
+  c.rotary_percent = 1.5;
+  expect_only(c, "--rotary-percent 1.5: must be in (0, 1]");
+  c.rotary_percent = 0.05;  // int(16 * 0.05) = 0
+  expect_only(c,
+              "--rotary-percent 0.05: int(head_dim * rotary_percent) = 0 rotates no channel "
+              "(hidden / heads = 16)");
+  EXPECT_EQ(validate_run_config(c).at(0).involves,
+            (std::vector<std::string>{"hidden", "heads", "position-embedding"}));
+  c.rotary_percent = 0.1;  // int(1.6) = 1: one frequency, two channels (as Megatron)
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.kv_channels = 5;  // an odd head dimension with 3 of 5 rotating (int(2.5) = 2)
+  c.rotary_percent = 0.5;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  c.rotary_percent = 1.0;
+  expect_only(c,
+              "--position-embedding rope: rotary embeddings need an even head dimension "
+              "(kv_channels = 5)");
+  c = {};
+  c.position_embedding = PositionEmbeddingOption::rope;
+  c.rotary_base = 0;
+  expect_only(c, "--rotary-base 0: must be > 0");
+  c = {};
+  c.norm_epsilon = 0;
+  expect_only(c, "--norm-epsilon 0: must be > 0");
+  c.norm_epsilon = -1e-5;
+  expect_only(c, "--norm-epsilon -1e-05: must be > 0");
+  c.norm_epsilon = 0.1;
+  EXPECT_TRUE(validate_run_config(c).empty());
+  // Without rope they would change nothing: refused, naming the option.
+  c = {};
+  c.rotary_base = 1e6;
+  expect_only(c,
+              "--rotary-base 1e+06: applies to rotary embeddings only (--position-embedding "
+              "rope)");
+  c = {};
+  c.rotary_percent = 0.5;
+  expect_only(c,
+              "--rotary-percent 0.5: applies to rotary embeddings only (--position-embedding "
+              "rope)");
+  c = {};
+  c.rotary_interleaved = true;
+  expect_only(c,
+              "--rotary-interleaved: applies to rotary embeddings only (--position-embedding "
+              "rope)");
+  EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"position-embedding"});
+}
+
 TEST(RunConfigValidation, SequenceParallelNeedsTensorParallel) {
   RunConfig c;
   c.sp = true;
@@ -546,7 +606,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 41);
+  EXPECT_EQ(ranged, 44);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {
@@ -704,6 +764,11 @@ RunConfig unusual() {
   c.dropout = 0.1;
   c.norm = NormOption::rmsnorm;
   c.activation = ActivationOption::swiglu;
+  c.position_embedding = PositionEmbeddingOption::rope;
+  c.rotary_base = 500000.0;
+  c.rotary_percent = 0.25;
+  c.rotary_interleaved = true;
+  c.norm_epsilon = 1e-6;
   c.recompute = "selective:core_attn,mlp";
   c.recompute_layers = 2;
   c.graphs = GraphOption::full_iteration;
@@ -799,6 +864,13 @@ TEST(ModelMapping, EveryModelFieldIsMapped) {
   EXPECT_EQ(m.dropout, 0.1);
   EXPECT_EQ(m.norm, NormKind::rms_norm);
   EXPECT_EQ(m.activation, ActivationKind::swiglu);
+  EXPECT_EQ(m.position_embedding, PositionEmbeddingKind::rope);
+  EXPECT_EQ(m.rotary_base, 500000.0);
+  EXPECT_EQ(m.rotary_percent, 0.25);
+  EXPECT_TRUE(m.rotary_interleaved);
+  EXPECT_EQ(m.norm_eps, 1e-6);
+  EXPECT_EQ(m.rotary_dim(), 3);  // int(12 * 0.25)
+  EXPECT_EQ(m.rotary_channels(), 4);
   EXPECT_EQ(m.seed, 18446744073709551557ull);
   EXPECT_TRUE(m.sequence_parallel);
   EXPECT_TRUE(m.gather_output);
@@ -813,6 +885,11 @@ TEST(ModelMapping, EveryModelFieldIsMapped) {
   EXPECT_EQ(d.query_groups(), d.heads);
   EXPECT_EQ(d.head_dim(), 64 / 4);
   EXPECT_FALSE(d.qk_layernorm);
+  EXPECT_EQ(d.rotary_base, 10000.0);
+  EXPECT_EQ(d.rotary_percent, 1.0);
+  EXPECT_FALSE(d.rotary_interleaved);
+  EXPECT_EQ(d.norm_eps, 1e-5);
+  EXPECT_EQ(d.rotary_channels(), d.head_dim());
 }
 
 // validate_run_config is the one rule set: every config it accepts maps onto a

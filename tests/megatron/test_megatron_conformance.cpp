@@ -207,12 +207,64 @@ TEST(MegatronTraceDiff, GroupedQueryAttentionMatchesMegatronsTraceAndFindsAPertu
       "decoder.layers.1.self_attention.linear_proj.weight", "decoder.layers.1.");
 }
 
+// The llama fixture pins each of its rotary options and the norm epsilon: run
+// with any one of them at parity's default, the logits leave the 1e-5 bound
+// (so the matches above are not blind to them). So does the fault
+// qk-norm-over-whole-hidden at one rank, where no sharded run can differ.
+TEST(MegatronConformanceOptions, LlamaFixtureSeesEachRotaryOptionTheNormEpsilonAndTheQkNormFault) {
+  const std::string fix = fixture_dir("llama");
+  ASSERT_TRUE(files::exists(fix + "/scenario.json"))
+      << "no fixture at " << fix << " (CTest runs this from the build's tests folder)";
+  const nlohmann::json scenario =
+      nlohmann::json::parse(files::read(fix + "/scenario.json").value());
+  const safetensors::Contents want = safetensors::read_file(fix + "/expected.safetensors");
+  // parity's logits on one rank with `given` and `extra` flags, against Megatron's.
+  auto logits_rel = [&](nlohmann::json given, const std::vector<std::string>& extra) {
+    given["microbatches"] = given.at("dp").get<int>() * given.at("microbatches").get<int>();
+    given["dp"] = 1;
+    const files::TempDir tmp("parity-llama-option");
+    std::vector<std::string> a = {"run",
+                                  "--steps",
+                                  "1",
+                                  "--load-weights",
+                                  fix + "/weights.safetensors",
+                                  "--load-batch",
+                                  fix + "/batch.safetensors",
+                                  "--dump",
+                                  tmp.path() + "/dump"};
+    const std::vector<std::string> flags = flags_of(given);
+    a.insert(a.end(), flags.begin(), flags.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    std::string output;
+    if (run_parity(a, &output) != kExitOk) {
+      ADD_FAILURE() << output;
+      return 0.0;
+    }
+    const safetensors::Contents logits =
+        safetensors::read_file(tmp.path() + "/dump/logits.safetensors");
+    return max_rel(*logits.find("logits"), *want.find("logits"));
+  };
+  EXPECT_LE(logits_rel(scenario, {}), 1e-5);
+  const nlohmann::json defaults = {{"rotary-base", 10000},
+                                   {"rotary-percent", 1.0},
+                                   {"rotary-interleaved", false},
+                                   {"norm-epsilon", 1e-5}};
+  for (const auto& [key, value] : defaults.items()) {
+    ASSERT_NE(scenario.at(key), value) << key;
+    nlohmann::json given = scenario;
+    given[key] = value;
+    EXPECT_GT(logits_rel(given, {}), 1e-4) << key;
+  }
+  EXPECT_GT(logits_rel(scenario, {"--inject", "qk-norm-over-whole-hidden"}), 1e-4);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryLayout, MegatronConformance,
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
                           std::string("mtp"), std::string("mtp_rope"), std::string("moe"),
-                          std::string("gqa"), std::string("mqa"), std::string("qknorm")),
+                          std::string("gqa"), std::string("mqa"), std::string("qknorm"),
+                          std::string("llama")),
         ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
                           Layout{"tp2_sp", {"--tp", "2", "--sp", "--dp", "1"}},
                           Layout{"cp2", {"--cp", "2", "--dp", "1"}}, Layout{"dp2", {"--dp", "2"}},
@@ -229,18 +281,19 @@ INSTANTIATE_TEST_SUITE_P(
                                                  "--ep", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
-// Grouped-query attention with fewer query groups than TP ranks (gqa and
-// qknorm: 2 groups, mqa: 1, over TP 4): the ranks all-gather the QKV projection
+// Grouped-query attention with fewer query groups than TP ranks (gqa, qknorm
+// and llama: 2 groups, mqa: 1, over TP 4): the ranks all-gather the QKV projection
 // and keep their group, as Megatron does; with selective core_attn recompute and
 // per-layer graphs.
 INSTANTIATE_TEST_SUITE_P(
     FewerQueryGroupsThanTpRanks, MegatronConformance,
-    ::testing::Combine(
-        ::testing::Values(std::string("gqa"), std::string("mqa"), std::string("qknorm")),
-        ::testing::Values(Layout{"tp4_sp_cp2", {"--tp", "4", "--sp", "--cp", "2", "--dp", "1"}},
-                          Layout{"tp4_dp2_recompute_graphs",
-                                 {"--tp", "4", "--dp", "2", "--recompute", "selective:core_attn",
-                                  "--graphs", "per-layer"}})),
+    ::testing::Combine(::testing::Values(std::string("gqa"), std::string("mqa"),
+                                         std::string("qknorm"), std::string("llama")),
+                       ::testing::Values(Layout{"tp4_sp_cp2",
+                                                {"--tp", "4", "--sp", "--cp", "2", "--dp", "1"}},
+                                         Layout{"tp4_dp2_recompute_graphs",
+                                                {"--tp", "4", "--dp", "2", "--recompute",
+                                                 "selective:core_attn", "--graphs", "per-layer"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 // Pipeline stages: every stage loads its own layers from the whole model's
@@ -254,6 +307,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
                           std::string("gqa"), std::string("mqa"), std::string("qknorm"),
+                          std::string("llama"),
                           std::string("moe")),
         ::testing::Values(
             Layout{"pp2", {"--pp", "2", "--dp", "1"}},

@@ -132,22 +132,25 @@ struct PlainGpt {
     const auto it = p.find(n + ".bias");
     return it == p.end() ? at::Tensor() : it->second;
   }
-  // Megatron's rotary embedding written pair by pair: element i and i + hn/2
-  // turn by the angle pos * base^(-2i/hn). The angle table is fp32 as in Megatron
-  // (same ATen kernels: fp32 pow and cos differ between libraries by an ulp).
+  // Megatron's rotary embedding written pair by pair: pair i (channels i and
+  // i + r/2, or 2i and 2i+1 interleaved) turns by the angle pos * base^(-2i/d),
+  // d = int(hn * rotary_percent), r = 2 * ceil(d/2); channels from r on pass.
+  // The angle table is fp32 as in Megatron (same ATen kernels: fp32 pow and cos
+  // differ between libraries by an ulp).
   at::Tensor rotate(const at::Tensor& x) const {  // [b, np, s, hn]
-    const std::int64_t s = x.size(2), half = c.head_dim() / 2;
+    const std::int64_t s = x.size(2), d = c.rotary_dim(), half = (d + 1) / 2;
     const at::Tensor inv_freq =
-        at::pow(c.rotary_base, at::arange(0, 2 * half, 2, at::kFloat) / double(2 * half))
-            .reciprocal();
+        at::pow(c.rotary_base, at::arange(0, d, 2, at::kFloat) / double(d)).reciprocal();
     const at::Tensor angles = at::outer(at::arange(s, at::kFloat), inv_freq);  // [s, half]
     const at::Tensor cos = angles.cos().to(at::kDouble), sin = angles.sin().to(at::kDouble);
-    at::Tensor out = at::empty_like(x);
+    at::Tensor out = x.clone();
     for (std::int64_t i = 0; i < half; ++i) {
-      const at::Tensor a = x.select(3, i), b = x.select(3, i + half);
+      const std::int64_t first = c.rotary_interleaved ? 2 * i : i;
+      const std::int64_t second = c.rotary_interleaved ? 2 * i + 1 : i + half;
+      const at::Tensor a = x.select(3, first), b = x.select(3, second);
       const at::Tensor cs = cos.select(1, i), sn = sin.select(1, i);
-      out.select(3, i).copy_(a * cs - b * sn);
-      out.select(3, i + half).copy_(b * cs + a * sn);
+      out.select(3, first).copy_(a * cs - b * sn);
+      out.select(3, second).copy_(b * cs + a * sn);
     }
     return out;
   }
@@ -229,6 +232,10 @@ struct Variant {
   std::int64_t groups = 0;  // query groups; 0: one per head
   std::int64_t kv_channels = 0;
   bool qk_layernorm = false;
+  double rotary_base = 10000.0;
+  double rotary_percent = 1.0;
+  bool rotary_interleaved = false;
+  double norm_eps = 1e-5;
   void apply(ModelConfig& c) const {
     c.norm = norm;
     c.activation = act;
@@ -239,6 +246,10 @@ struct Variant {
     c.num_query_groups = groups;
     c.kv_channels = kv_channels;
     c.qk_layernorm = qk_layernorm;
+    c.rotary_base = rotary_base;
+    c.rotary_percent = rotary_percent;
+    c.rotary_interleaved = rotary_interleaved;
+    c.norm_eps = norm_eps;
   }
 };
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
@@ -251,6 +262,10 @@ std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
     name += "_heads" + std::to_string(v.heads) + "_groups" + std::to_string(v.groups);
   if (v.kv_channels > 0) name += "_kv" + std::to_string(v.kv_channels);
   if (v.qk_layernorm) name += "_qknorm";
+  if (v.rotary_base != 10000.0) name += "_base" + std::to_string(std::lround(v.rotary_base));
+  if (v.rotary_percent != 1.0) name += "_pct" + std::to_string(std::lround(100 * v.rotary_percent));
+  if (v.rotary_interleaved) name += "_interleaved";
+  if (v.norm_eps != 1e-5) name += "_eps";
   return name;
 }
 void PrintTo(const Variant& v, std::ostream* os) { *os << variant_name({v, 0}); }
@@ -260,7 +275,9 @@ void PrintTo(const Variant& v, std::ostream* os) { *os << variant_name({v, 0}); 
 // head dimension of 6 (kv_channels) and RMSNorm q/k norms; multi-query (one
 // group of 4) with LayerNorm q/k norms. (Rotary positions with both: without
 // them the key norm's bias adds the same score to every key, and its gradient
-// is zero up to rounding.)
+// is zero up to rounding.) Then the rotary options: base 500000, 3 of 6
+// channels (an odd dim: Megatron rotates 4), interleaved, with norm epsilon
+// 1e-3; and interleaved over half of 8 channels, not interleaved over all.
 const Variant kVariants[] = {
     {NormKind::layer_norm, ActivationKind::gelu},
     {NormKind::rms_norm, ActivationKind::swiglu},
@@ -268,7 +285,13 @@ const Variant kVariants[] = {
     {NormKind::rms_norm, ActivationKind::swiglu, PositionEmbeddingKind::rope, true, true, 4, 2, 6,
      true},
     {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, true, false, 4, 1, 0,
-     true}};
+     true},
+    {NormKind::rms_norm, ActivationKind::swiglu, PositionEmbeddingKind::rope, true, true, 4, 2, 6,
+     true, 500000.0, 0.5, true, 1e-3},
+    {NormKind::layer_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, true, true, 4, 2, 8,
+     false, 10000.0, 0.5, true},
+    {NormKind::rms_norm, ActivationKind::gelu, PositionEmbeddingKind::rope, true, false, 4, 4, 0,
+     false, 1000.0, 0.75}};
 class ModelVsPlain : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(ModelVsPlain, Fp64LogitsLossAndEveryGradientAgree) {

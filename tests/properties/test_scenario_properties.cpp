@@ -233,7 +233,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
         if (c.moe_per_layer_logging)
           moe_logging.insert(c.moe_z_loss > 0 ? "logging with z-loss" : "logging");
         // Grouped-query attention's three layouts (docs/model.md), the head
-        // dimension and the q/k norms.
+        // dimension, the q/k norms, the rotary options and the norm epsilon.
         if (c.num_query_groups == 0 || c.num_query_groups == c.heads)
           query_groups.insert("one per head");
         else if (c.num_query_groups < c.tp)
@@ -242,6 +242,10 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
           query_groups.insert("whole groups per rank");
         if (c.kv_channels > 0) query_groups.insert("kv-channels");
         if (c.qk_layernorm) query_groups.insert("qk-layernorm");
+        if (c.rotary_base != 10000.0) query_groups.insert("rotary-base");
+        if (c.rotary_percent < 1.0) query_groups.insert("rotary-percent");
+        if (c.rotary_interleaved) query_groups.insert("rotary-interleaved");
+        if (c.norm_epsilon != 1e-5) query_groups.insert("norm-epsilon");
         const std::string prefix =
             std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
         if (c.recompute.rfind("selective:", 0) == 0) {
@@ -263,7 +267,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   EXPECT_TRUE(missing.empty()) << "never generated: " << ::testing::PrintToString(missing);
   EXPECT_EQ(scopes.size(), 6u) << "graph scopes generated: " << ::testing::PrintToString(scopes);
   EXPECT_EQ(moe_logging.size(), 2u) << ::testing::PrintToString(moe_logging);
-  EXPECT_EQ(query_groups.size(), 5u) << ::testing::PrintToString(query_groups);
+  EXPECT_EQ(query_groups.size(), 9u) << ::testing::PrintToString(query_groups);
 }
 
 // The generators draw resumes (resume_invariance) at the scenario's layout and

@@ -7,8 +7,9 @@ Usage (inside the venv that ci/megatron-env prints):
 Builds Megatron Core's GPTModel (get_gpt_layer_local_spec(), fp32, CPU, a gloo world of one,
 use_cpu_initialization=True, dropout 0, gradient_accumulation_fusion=False, fusions off) from the
 model keys of a parity scenario (hidden, heads, num-query-groups, kv-channels, qk-layernorm,
-ffn-hidden, layers, seq, vocab, micro-batch, microbatches, dp, norm, activation, seed,
-position-embedding, untie, bias-linear, mtp-layers;
+ffn-hidden, layers, seq, vocab, micro-batch, microbatches, dp, norm, norm-epsilon, activation,
+seed, position-embedding, rotary-base, rotary-percent, rotary-interleaved, untie, bias-linear,
+mtp-layers;
 absent keys take parity's defaults; mtp-layers adds get_gpt_mtp_block_spec's depths), runs one
 forward/backward over the global batch (micro-batch * microbatches * dp rows), microbatch by
 microbatch, and writes to OUTDIR:
@@ -54,8 +55,9 @@ DEFAULTS = {
     "micro-batch": 2, "microbatches": 2, "dp": 1, "norm": "layernorm", "activation": "gelu",
     "seed": 1234, "position-embedding": "learned", "untie": True, "bias-linear": True,
     "dtype": "fp32", "num-query-groups": 0, "kv-channels": 0, "qk-layernorm": False,
+    "rotary-base": 10000, "rotary-percent": 1.0, "rotary-interleaved": False,
+    "norm-epsilon": 1e-5,
 }
-NORM_EPS = 1e-5   # parity's ModelConfig::norm_eps
 MEGATRON_PIN = "0.16.1"  # ci/megatron-env's megatron-core
 # MoE options golden.py does not map (parity's defaults); moe-experts, moe-topk, moe-aux-loss and
 # moe-z-loss it maps onto Megatron's config.
@@ -90,7 +92,7 @@ def read_scenario(path):
             fail(f'"{key}" = {json.dumps(s[key])}: must be a positive integer')
     if not isinstance(s["seed"], int) or isinstance(s["seed"], bool) or s["seed"] < 0:
         fail(f'"seed" = {json.dumps(s["seed"])}: must be a non-negative integer')
-    for key in ("untie", "bias-linear", "qk-layernorm"):
+    for key in ("untie", "bias-linear", "qk-layernorm", "rotary-interleaved"):
         if not isinstance(s[key], bool):
             fail(f'"{key}" = {json.dumps(s[key])}: must be true or false')
     if s.get("dropout", 0) != 0:
@@ -101,6 +103,20 @@ def read_scenario(path):
         fail(f'"activation" = {s["activation"]!r}: must be gelu or swiglu')
     if s["position-embedding"] not in ("learned", "rope"):
         fail(f'"position-embedding" = {s["position-embedding"]!r}: must be learned or rope')
+    def positive_number(key):
+        v = s[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            fail(f'"{key}" = {json.dumps(v)}: must be a number > 0')
+    positive_number("rotary-base")
+    positive_number("norm-epsilon")
+    positive_number("rotary-percent")
+    if s["rotary-percent"] > 1:
+        fail(f'"rotary-percent" = {json.dumps(s["rotary-percent"])}: must be in (0, 1]')
+    if s["position-embedding"] != "rope":
+        for key in ("rotary-base", "rotary-percent", "rotary-interleaved"):
+            if s[key] != DEFAULTS[key]:
+                fail(f'"{key}" = {json.dumps(s[key])}: applies to rotary embeddings only '
+                     '("position-embedding": "rope")')
     if s["dtype"] != "fp32":
         fail(f'"dtype" = {s["dtype"]!r}: golden.py runs fp32 only')
     experts = s.get("moe-experts", 0)
@@ -182,7 +198,8 @@ def build_model(s, tp=1, pp=1, pre_process=True, post_process=True):
         ffn_hidden_size=s["ffn-hidden"],  # per half under swiglu (fc1 is 2 * ffn wide), as parity
         hidden_dropout=0.0, attention_dropout=0.0,
         normalization="LayerNorm" if s["norm"] == "layernorm" else "RMSNorm",
-        layernorm_epsilon=NORM_EPS, init_method_std=INIT_STD,
+        layernorm_epsilon=float(s["norm-epsilon"]), init_method_std=INIT_STD,
+        rotary_interleaved=bool(s["rotary-interleaved"]),
         gated_linear_unit=swiglu, activation_func=F.silu if swiglu else F.gelu,
         add_bias_linear=bool(s["bias-linear"]),
         use_cpu_initialization=True, perform_initialization=True,
@@ -225,7 +242,7 @@ def build_model(s, tp=1, pp=1, pre_process=True, post_process=True):
         share_embeddings_and_output_weights=not s["untie"],
         position_embedding_type="learned_absolute" if s["position-embedding"] == "learned"
         else "rope",
-        rotary_percent=1.0, rotary_base=10000,
+        rotary_percent=float(s["rotary-percent"]), rotary_base=s["rotary-base"],
         parallel_output=True, pre_process=pre_process, post_process=post_process,
     )
 
