@@ -155,7 +155,7 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
       LiveMicrobatch l;
       l.input = chunk.first_virtual_stage ? in.tokens[mb]
                 : in.evaluation           ? take(P2PTensor::activation)
-                                          : take(P2PTensor::activation).detach().requires_grad_(true);
+                                : take(P2PTensor::activation).detach().requires_grad_(true);
       const MtpBatch* mtp = chunk.has_head && in.mtp ? &(*in.mtp)[mb] : nullptr;
       at::Tensor output = model.forward_chunk(s.chunk, l.input, in.positions,
                                               model.config().runtime_gather_output, mtp);

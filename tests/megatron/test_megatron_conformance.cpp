@@ -307,8 +307,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(std::string("default"), std::string("modern"), std::string("tied"),
                           std::string("gqa"), std::string("mqa"), std::string("qknorm"),
-                          std::string("llama"),
-                          std::string("moe")),
+                          std::string("llama"), std::string("moe")),
         ::testing::Values(
             Layout{"pp2", {"--pp", "2", "--dp", "1"}},
             Layout{"pp2_vpp2", {"--pp", "2", "--vpp", "2", "--pp-layout", "E|t|t|L", "--dp", "1"}},
@@ -319,11 +318,11 @@ INSTANTIATE_TEST_SUITE_P(
 // pp 2 x vpp 2 splits evenly, the depths after the last chunk's layer).
 INSTANTIATE_TEST_SUITE_P(
     PipelineStagesMtp, MegatronConformance,
-    ::testing::Combine(::testing::Values(std::string("mtp_rope")),
-                       ::testing::Values(Layout{"pp2", {"--pp", "2", "--dp", "1"}},
-                                         Layout{"pp2_vpp2", {"--pp", "2", "--vpp", "2", "--dp", "1"}},
-                                         Layout{"pp2_tp2_dp2",
-                                                {"--pp", "2", "--tp", "2", "--dp", "2"}})),
+    ::testing::Combine(
+        ::testing::Values(std::string("mtp_rope")),
+        ::testing::Values(Layout{"pp2", {"--pp", "2", "--dp", "1"}},
+                          Layout{"pp2_vpp2", {"--pp", "2", "--vpp", "2", "--dp", "1"}},
+                          Layout{"pp2_tp2_dp2", {"--pp", "2", "--tp", "2", "--dp", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 INSTANTIATE_TEST_SUITE_P(
