@@ -300,6 +300,57 @@ TEST(CheckHeader, DescribesTheScenarioAsGiven) {
   EXPECT_EQ(header.find("graphs none"), std::string::npos) << header;
 }
 
+TEST(CheckHeader, NamesTheLayersFullRecomputeTakesAndChunksOnlyAboveOne) {
+  RunConfig s = checks::default_check_scenario();
+  s.recompute = "full-uniform";
+  s.recompute_layers = 2;
+  s.graphs = GraphOption::none;
+  s.vpp = 1;
+  const std::string header = checks::check_header(s, checks::plan_check(s), "embedded default");
+  EXPECT_NE(header.find(", recompute full-uniform (2), graphs none"), std::string::npos) << header;
+  EXPECT_EQ(header.find("chunks per stage"), std::string::npos) << header;
+}
+
+// Under full-iteration graphs the forward metrics are not collected, yet a misspelt name among
+// them is still an error naming it.
+TEST(CheckPlan, AnUnknownMetricIsNamedUnderFullIterationGraphsToo) {
+  RunConfig s = checks::default_check_scenario();
+  s.graphs = GraphOption::full_iteration;
+  s.metrics = {"no-such-metric"};
+  const std::vector<ConfigViolation> violations = checks::validate_check_scenario(s);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].field, "metrics");
+  EXPECT_NE(format_for_cli(violations[0]).find("no-such-metric"), std::string::npos)
+      << format_for_cli(violations[0]);
+}
+
+// On a terminal, the progress line's last state before the report is the property stage.
+TEST(CheckCommand, TheProgressLineSaysWhenThePropertiesAreEvaluated) {
+  RunConfig s;
+  s.tp = s.cp = s.dp = 1;
+  s.sp = false;
+  s.hidden = 16;
+  s.heads = 2;
+  s.ffn_hidden = 32;
+  s.seq = 8;
+  s.vocab = 8;
+  s.layers = 1;
+  s.micro_batch = s.microbatches = 1;
+  s.steps = 1;
+  s.recompute = "none";
+  s.graphs = GraphOption::none;
+  s.metrics = {"layer-residual-accumulator-l2"};
+  std::ostringstream progress;
+  const checks::CheckOutcome o = checks::execute_check(s, "test", {}, &progress, true);
+  ASSERT_TRUE(o.failure.empty()) << o.failure;
+  const std::string shown = progress.str();
+  const std::size_t runs = checks::plan_check(s).runs.size();
+  EXPECT_NE(shown.find(std::to_string(runs) + "/" + std::to_string(runs) +
+                       " runs done, evaluating the properties"),
+            std::string::npos)
+      << shown;
+}
+
 // Issue 10's vacuous pass, end to end: full-iteration graphs with the embedded
 // default's 2 steps and warmup 1 replay nothing: graph_replay is SKIP, and
 // parity check says how to make it compare.

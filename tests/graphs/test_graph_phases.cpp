@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <stdexcept>
 
 #include "harness/backend/registry.h"
 #include "harness/faults/code_path_faults.h"
@@ -229,6 +230,58 @@ TEST(GraphPhasesPerLayer, IsObservingAnswersInsideAReplayAreFrozenAtCapture) {
   }
   EXPECT_EQ(extra_work, 2);  // the forwards; the backward recomputation runs suspended
   EXPECT_EQ(delivered, 2);
+}
+
+// The record step is the first step that calls a region (step 0 here); a call outside any step
+// (-1) records without fixing it. The graphs are made when a later step calls a region.
+TEST(GraphPhasesPerLayer, TheFirstSteppedCallFixesTheRecordStep) {
+  auto backend = make_backend("reference");
+  auto runner_owner = backend->make_graph_runner();
+  auto* runner = dynamic_cast<PhasedGraphRunner*>(runner_owner.get());
+  ASSERT_NE(runner, nullptr);
+  runner->configure(GraphOptions{GraphMode::per_layer, 1, nullptr});
+  RegionFn fn = [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+    return {in[0] * 2};
+  };
+  auto call = [&](std::int64_t step, std::int64_t microbatch) {
+    ExecutionPointScope point(ExecutionPoint{step, microbatch, GraphPhase::eager});
+    const at::Tensor x = at::full({3}, double(step + 2), at::kDouble);
+    const at::Tensor y = runner->run_region("decoder.layers.0", fn, {x}, false)[0];
+    EXPECT_TRUE(at::equal(y, x * 2)) << "step " << step;
+  };
+  call(-1, -1);
+  call(0, 0);
+  call(0, 1);
+  EXPECT_FALSE(runner->graphs_created()) << "made during the record step";
+  call(1, 0);
+  EXPECT_TRUE(runner->graphs_created()) << "not made when step 1 called the region";
+  ASSERT_EQ(runner->regions().size(), 1u);
+  EXPECT_EQ(runner->regions()[0].replays, 1);
+}
+
+TEST(GraphPhasesPerLayer, ARegionFirstCalledAfterTheGraphsWereMadeIsNamed) {
+  auto backend = make_backend("reference");
+  auto runner_owner = backend->make_graph_runner();
+  auto* runner = dynamic_cast<PhasedGraphRunner*>(runner_owner.get());
+  ASSERT_NE(runner, nullptr);
+  runner->configure(GraphOptions{GraphMode::per_layer, 1, nullptr});
+  RegionFn fn = [](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+    return {in[0] + 1};
+  };
+  const at::Tensor x = at::zeros({2}, at::kDouble);
+  {
+    ExecutionPointScope point(ExecutionPoint{0, 0, GraphPhase::eager});
+    runner->run_region("decoder.layers.0", fn, {x}, false);
+  }
+  runner->create_graphs();
+  ExecutionPointScope point(ExecutionPoint{1, 0, GraphPhase::eager});
+  try {
+    runner->run_region("decoder.layers.1", fn, {x}, false);
+    FAIL() << "an unrecorded region was run after the graphs were made";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(),
+                 "graph region decoder.layers.1 was not recorded before the graphs were created");
+  }
 }
 
 // ------------------------------------------------------------------ full-iteration

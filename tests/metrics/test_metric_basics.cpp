@@ -162,6 +162,8 @@ TEST(MetricLabels, InnermostLayersPrefixGreedy) {
   EXPECT_EQ(layer_label("output_layer.output_logits"), "");
   EXPECT_EQ(layer_label("decoder.layers.x.y"), "");
   EXPECT_EQ(layer_label("decoder.mylayers.2.y"), "");
+  EXPECT_EQ(layer_label("decoder.layers."), "");  // an empty part is no layer number
+  EXPECT_EQ(layer_label("decoder.layers..mlp"), "");
 }
 
 TEST(MetricNames, ParseKnownRejectUnknownAndDuplicates) {
@@ -336,6 +338,36 @@ TEST(MetricPrepare, PrepareAliasesBufferFaultIsRejectedByTheCollector) {
               std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(observe(x.to(at::kBFloat16)));
+}
+
+// The fault's reach: max and min of every non-empty fp32/fp64 tensor, one element included; an
+// input the contribution converts (fp16 to fp32) is copied, as bf16 is.
+TEST(MetricPrepare, PrepareAliasesBufferFaultAliasesMaxAndMinOfEveryNonEmptyTensor) {
+  CodePathFaultScope fault(fault_prepare_aliases_buffer);
+  const KindSet kinds{SourceKind::residual_accumulator};
+  const MetricInput site{
+      {"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator},
+      at::Tensor(),
+      AxisPlacements{},
+      false,
+      1};
+  auto input = [&](const at::Tensor& x) {
+    MetricInput in = site;
+    in.tensor = x;
+    return in;
+  };
+  for (const LogicalStatistic statistic : {LogicalStatistic::max, LogicalStatistic::min}) {
+    auto metric = make_logical_metric(statistic, "extreme", kinds, LabelScope::layer);
+    for (const at::Tensor& x : {at::rand({3, 2, 4}, at::kDouble), at::rand({1}, at::kFloat)}) {
+      const Prepared p = metric->prepare(input(x));
+      EXPECT_TRUE(p.value.storage().is_alias_of(x.storage()))
+          << (statistic == LogicalStatistic::max ? "max" : "min") << " of " << x.sizes();
+      const at::Tensor expected = statistic == LogicalStatistic::max ? x.max() : x.min();
+      EXPECT_EQ(p.value.item<double>(), expected.item<double>());
+    }
+    const at::Tensor half = at::rand({3, 4}).to(at::kHalf);
+    EXPECT_FALSE(metric->prepare(input(half)).value.storage().is_alias_of(half.storage()));
+  }
 }
 
 TEST(MetricPrepare, DimwiseMetricsRejectShardUnknownAndScalars) {

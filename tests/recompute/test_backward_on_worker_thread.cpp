@@ -85,6 +85,40 @@ TEST(ThreadContext, WithoutAnExplicitReinstallTheCheckpointCarriesItsOriginConte
   EXPECT_EQ(o.point_in_recompute.microbatch, 1);
 }
 
+// CheckpointWithoutOutput carries its origin context too: its recomputation, run by the hook on
+// a worker thread with nothing reinstalled, is suspended and logged with the forward's step.
+TEST(ThreadContext, CheckpointWithoutOutputCarriesItsOriginContextToAWorker) {
+  Site site;
+  int observations = 0;
+  auto observe = capture_tensor_observations(
+      [&](const ObservationOwner&, std::string_view, SourceKind, const at::Tensor&, OptionalDim,
+          OptionalDim, OptionalDim) { ++observations; },
+      KindSet::all());
+  std::vector<RecomputeEvent> log;
+  RecomputeLogScope logged(&log);
+  ExecutionPointScope point(ExecutionPoint{3, 1, GraphPhase::eager});
+  ExecutionPoint in_recompute;
+  auto norm = [&](const at::Tensor& t) {
+    at::Tensor y = t.tanh();
+    observe_tensor(site, "probe", SourceKind::mlp_output, y);
+    if (at::GradMode::is_enabled()) in_recompute = current_execution_point();
+    return y;
+  };
+  at::Tensor x = at::linspace(-1.0, 1.0, 6, at::kDouble).requires_grad_(true);
+  CheckpointWithoutOutput ckpt(nullptr, "worker");
+  at::Tensor out = ckpt.checkpoint(norm, x);
+  at::Tensor consumer = out * x;
+  ckpt.discard_output_and_register_recompute(consumer);
+  std::thread worker([&] { consumer.sum().backward(); });
+  worker.join();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(observations, 1);  // the forward only
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[1].execution, RecomputeExecution::recompute);
+  EXPECT_EQ(in_recompute.step, 3);
+  EXPECT_EQ(in_recompute.microbatch, 1);
+}
+
 TEST(ThreadContext, OriginContextScopeIsANoOpOnTheCapturingThreadAndReinstallsElsewhere) {
   ExecutionPointScope point(ExecutionPoint{5, 2, GraphPhase::eager});
   const OriginContext origin = capture_origin_context();

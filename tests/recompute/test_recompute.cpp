@@ -420,6 +420,21 @@ TEST(RecomputeCheckpointWithoutOutput, FreesTheOutputAndRefillsItBeforeTheConsum
   for (size_t i = 1; i < plain.size(); ++i) EXPECT_TRUE(at::equal(ckpt[i], plain[i])) << i;
 }
 
+// A function whose output views its input (a reshape): the output gets storage of its own
+// before it is discarded, so discarding never frees the input.
+TEST(RecomputeCheckpointWithoutOutput, AnOutputViewingTheInputIsCopiedBeforeItIsDiscarded) {
+  at::Tensor x = at::arange(6, at::kDouble).reshape({2, 3}).requires_grad_(true);
+  const at::Tensor before = x.detach().clone();
+  CheckpointWithoutOutput c(nullptr, "reshape");
+  at::Tensor flat = c.checkpoint([](const at::Tensor& t) { return t.reshape({-1}); }, x);
+  at::Tensor y = flat * flat;
+  c.discard_output_and_register_recompute(y);
+  ASSERT_GT(x.storage().nbytes(), 0u) << "discarding the output freed the input";
+  EXPECT_TRUE(at::equal(x.detach(), before));
+  y.sum().backward();
+  EXPECT_TRUE(at::equal(x.grad(), 2 * before));
+}
+
 // ------------------------------------------------------------------ TP = 2 + SP, thread ranks
 // Every rank's run(c) on thread ranks at TP = tp; "" from report() when none threw.
 auto run_tp(const ModelConfig& c, int tp) {
