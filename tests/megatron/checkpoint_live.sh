@@ -25,12 +25,7 @@ elif [[ $scope != full ]]; then
   exit 2
 fi
 fixture="$src/tests/fixtures/megatron/$variant"
-venv="${PARITY_CACHE:-/var/cache/parity}/megatron-venv"
-if ! ls "$venv"/.parity-megatron-core-* >/dev/null 2>&1; then
-  echo "SKIP: no Megatron Core environment at $venv (run ci/megatron-env to create it)"
-  exit 77
-fi
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+source "$(dirname "${BASH_SOURCE[0]}")/megatron_venv.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/parity-checkpoint-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 python=("$venv/bin/python" -W ignore)

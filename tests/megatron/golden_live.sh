@@ -6,14 +6,7 @@
 set -euo pipefail
 src=$1 parity=$2 variant=$3
 fixture="$src/tests/fixtures/megatron/$variant"
-venv="${PARITY_CACHE:-/var/cache/parity}/megatron-venv"
-if ! ls "$venv"/.parity-megatron-core-* >/dev/null 2>&1; then
-  echo "SKIP: no Megatron Core environment at $venv (run ci/megatron-env to create it)"
-  exit 77
-fi
-# One intra-op thread: CTest runs two tests at once on two cores, and torch's default of one
-# thread per core oversubscribes them (the tests beside it slowed by half).
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+source "$(dirname "${BASH_SOURCE[0]}")/megatron_venv.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/parity-golden-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 golden=("$venv/bin/python" -W ignore "$src/tools/megatron/golden.py" "$fixture/scenario.json")

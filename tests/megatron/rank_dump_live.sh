@@ -8,12 +8,7 @@
 set -euo pipefail
 src=$1 parity=$2 variant=$3 tp=$4 dp=$5
 fixture="$src/tests/fixtures/megatron/$variant"
-venv="${PARITY_CACHE:-/var/cache/parity}/megatron-venv"
-if ! ls "$venv"/.parity-megatron-core-* >/dev/null 2>&1; then
-  echo "SKIP: no Megatron Core environment at $venv (run ci/megatron-env to create it)"
-  exit 77
-fi
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+source "$(dirname "${BASH_SOURCE[0]}")/megatron_venv.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/parity-rank-dump-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 python=("$venv/bin/python" -W ignore)

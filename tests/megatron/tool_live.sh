@@ -9,12 +9,7 @@
 # Usage: tool_live.sh SOURCE_DIR TOOL.py CONFORMANCE_BINARY
 set -euo pipefail
 src=$1 tool=$2 conformance=$3
-venv="${PARITY_CACHE:-/var/cache/parity}/megatron-venv"
-if ! ls "$venv"/.parity-megatron-core-* >/dev/null 2>&1; then
-  echo "SKIP: no Megatron Core environment at $venv (run ci/megatron-env to create it)"
-  exit 77
-fi
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+source "$(dirname "${BASH_SOURCE[0]}")/megatron_venv.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/parity-${tool%.py}-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$venv/bin/python" -W ignore "$src/tools/megatron/$tool" "$work/megatron.json" \
