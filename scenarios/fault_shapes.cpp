@@ -30,6 +30,7 @@ PARITY_USES_FAULT(resume_rng_not_restored);
 PARITY_USES_FAULT(tied_embedding_norm_twice);
 PARITY_USES_FAULT(router_stats_include_padding);
 PARITY_USES_FAULT(warmup_counted_as_step);
+PARITY_USES_FAULT(wrong_gather_precedence);
 PARITY_USES_FAULT(wgrad_hook_per_graph_task);
 
 namespace parity::scenarios {
@@ -254,6 +255,16 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // run normalizes together.
     if (s.tp < 2) return false;
     s.qk_layernorm = true;
+  } else if (fault == fault_wrong_gather_precedence) {
+    // A runtime gather_output that overrides the constructor's (the logits
+    // gathered where the label says vocab-sharded, or the reverse) and a
+    // logits metric that a wrong label changes.
+    if (s.tp < 2) return false;
+    const bool gathered = s.runtime_gather_output == RuntimeGatherOption::on;
+    if (s.runtime_gather_output == RuntimeGatherOption::unset || gathered == s.gather_output)
+      s.runtime_gather_output =
+          s.gather_output ? RuntimeGatherOption::off : RuntimeGatherOption::on;
+    add_metric(s, "global-output-logits-l2");
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

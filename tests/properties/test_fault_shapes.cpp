@@ -29,6 +29,7 @@ PARITY_USES_FAULT(recompute_rng_not_restored);
 PARITY_USES_FAULT(router_stats_include_padding);
 PARITY_USES_FAULT(sqrt_before_sum);
 PARITY_USES_FAULT(warmup_counted_as_step);
+PARITY_USES_FAULT(wrong_gather_precedence);
 
 namespace parity {
 namespace {
@@ -143,6 +144,22 @@ RC_GTEST_PROP(FaultShapes, ShapedResumeScenariosAreValidAndTakeTheFaultsPath, ()
       RC_ASSERT(c.world_size() > 1);
     }
   }
+}
+
+// wrong-gather-precedence: a runtime gather_output that overrides the
+// constructor's, and a logits metric; TP 1 (nothing to gather) declined.
+RC_GTEST_PROP(FaultShapes, ShapedGatherPrecedenceScenariosOverrideTheConstructorFlag, ()) {
+  RunConfig c = *scenarios::gen_scenario();
+  const int tp = c.tp;
+  if (!scenarios::shape_for_fault(c, fault_wrong_gather_precedence)) {
+    RC_ASSERT(tp == 1);
+    return;
+  }
+  RC_ASSERT(checks::validate_check_scenario(c).empty());
+  RC_ASSERT(c.runtime_gather_output != RuntimeGatherOption::unset);
+  RC_ASSERT((c.runtime_gather_output == RuntimeGatherOption::on) != c.gather_output);
+  RC_ASSERT(std::find(c.metrics.begin(), c.metrics.end(), "global-output-logits-l2") !=
+            c.metrics.end());
 }
 
 // A fault without a shape leaves the scenario as generated.
