@@ -97,6 +97,7 @@ std::vector<ConfigViolation> check_memory(const RunConfig& config, int ranks_her
   if (single_rank_too) {
     RunConfig one = config;
     one.tp = one.cp = one.dp = one.ep = 1;
+    one.etp = 0;
     one.clear_pipeline();
     one.microbatches = config.microbatches * config.dp;
     const double single = estimate_rank_memory(one).per_rank();
