@@ -12,6 +12,7 @@ PARITY_USES_FAULT(aux_loss_tracked_on_recompute);
 PARITY_USES_FAULT(aux_loss_tracker_host_side);
 PARITY_USES_FAULT(collective_skipped_when_zero);
 PARITY_USES_FAULT(expert_load_count_ungated);
+PARITY_USES_FAULT(etp_reduced_over_tp);
 PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(gqa_kv_heads_split_wrong);
 PARITY_USES_FAULT(mtp_layer_number_collision);
@@ -148,6 +149,8 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // the first EP rank when k <= E / ep.
     if ((s.cp * s.dp) % 2 != 0 || s.moe_experts % 2 != 0) return false;
     s.ep = 2;
+    // An expert TP size whose layout no longer tiles the stage: the default.
+    if (s.etp > 0 && (s.tp * s.cp * s.dp) % (2 * s.etp) != 0) s.etp = 0;
     s.moe_topk = std::min(s.moe_topk, s.moe_experts / 2);
     s.moe_force_routing = ForceRoutingOption::biased;
     // The skipped collectives may leave ranks blocked in different groups,
@@ -250,6 +253,18 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // Replicas: more than one rank.
     resume(s);
     if (s.world_size() == 1) s.dp = 2;
+  } else if (fault == fault_etp_reduced_over_tp) {
+    // Experts split over a TP size other than tp (1 under tp > 1, else 2
+    // where the stage and the expert width allow) and an optimizer norm.
+    if (s.moe_experts < 2) return false;
+    const int etp = s.tp > 1 ? 1 : 2;
+    const int expert_ffn = s.moe_ffn_hidden > 0 ? s.moe_ffn_hidden : s.ffn_hidden;
+    if ((s.tp * s.cp * s.dp) % (etp * s.ep) != 0 || expert_ffn % etp != 0) return false;
+    s.etp = etp;
+    s.observe_wgrad = false;
+    if (std::none_of(s.metrics.begin(), s.metrics.end(),
+                     [](const std::string& m) { return is_parameter_metric(m); }))
+      s.metrics.emplace_back("global-wgrad-l2");
   } else if (fault == fault_qk_norm_over_whole_hidden) {
     // The q/k norms over TP: a rank holds fewer heads than the single-rank
     // run normalizes together.

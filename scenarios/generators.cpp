@@ -149,6 +149,14 @@ void pick_moe(RunConfig& c, bool always) {
   // Expert parallelism inside cp x dp (Megatron's layout), experts split evenly.
   const int cp_dp = c.cp * c.dp;
   c.ep = cp_dp % 2 == 0 && c.moe_experts % 2 == 0 && sometimes(2) ? 2 : 1;
+  // Expert tensor parallelism (Megatron's expert_tensor_parallel_size): the
+  // experts split over a TP size of their own a quarter of the time, where
+  // the expert layout etp x ep tiles the stage and the expert width divides.
+  const int expert_ffn = c.moe_ffn_hidden > 0 ? c.moe_ffn_hidden : c.ffn_hidden;
+  std::vector<int> etps;
+  for (int e : {1, 2, 4})
+    if (e != c.tp && (c.tp * cp_dp) % (e * c.ep) == 0 && expert_ffn % e == 0) etps.push_back(e);
+  c.etp = !etps.empty() && sometimes(4) ? one_of(etps) : 0;
 }
 
 void pick_graphs(RunConfig& c) {
@@ -319,6 +327,8 @@ void pick_mtp(RunConfig& c) {
     if (!c.metrics.empty() && sometimes(2)) c.metrics.push_back("global-mtp-logits-l2");
   }
   c.observe_wgrad = sometimes(4);
+  // The weight-gradient sites reassemble shards over tp: not with --etp.
+  if (c.etp > 0 && c.etp != c.tp) c.observe_wgrad = false;
 }
 
 void pick_launch(RunConfig& c) {
@@ -339,6 +349,8 @@ void pick_collective_checks(RunConfig& c) {
 bool make_idle_ep_rank(RunConfig& c) {
   if (c.moe_experts < 2 || c.moe_experts % 2 != 0 || (c.cp * c.dp) % 2 != 0) return false;
   c.ep = 2;
+  // An expert TP size whose layout no longer tiles the stage: the default.
+  if (c.etp > 0 && (c.tp * c.cp * c.dp) % (2 * c.etp) != 0) c.etp = 0;
   c.moe_force_routing = ForceRoutingOption::biased;
   c.moe_topk = std::min(c.moe_topk, c.moe_experts / 2);
   return true;

@@ -144,6 +144,7 @@ RunConfig run_config(RunVariant v, const RunConfig& scenario,
   if (v.has(RunChange::single_rank)) {
     c.microbatches = scenario.microbatches * scenario.dp;
     c.tp = c.cp = c.dp = c.ep = 1;
+    c.etp = 0;
     c.clear_pipeline();
     c.sp = false;
     if (dropout_on_many_ranks(scenario)) c.dropout = 0;

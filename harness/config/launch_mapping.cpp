@@ -13,6 +13,7 @@ LaunchSpec launch_spec_from(const RunConfig& config, const LaunchOptions& option
   spec.dp = config.dp;
   spec.ep = config.ep;
   spec.pp = config.pp;
+  spec.etp = config.etp;
   spec.mode = config.launch;
   spec.timeout_seconds = config.timeout;
   spec.faults = config.inject;

@@ -51,7 +51,9 @@ MemoryEstimate estimate_rank_memory(const RunConfig& c) {
   const double groups = c.num_query_groups > 0 ? c.num_query_groups : heads;
   const double head_dim = c.kv_channels > 0 ? c.kv_channels : h / heads;
   const double attention = (2 * heads + 2 * groups) * head_dim * h;
-  const double layer_weights = attention / tp + experts_here * (fc1 + ffn) * h / tp;
+  // Routed experts split over the expert TP group (--etp; tp by default).
+  const double mlp_tp = c.moe_experts > 0 && c.etp > 0 ? c.etp : tp;
+  const double layer_weights = attention / tp + experts_here * (fc1 + ffn) * h / mlp_tp;
   double weights = layers * layer_weights + c.vocab * h / tp * (c.untie ? 2 : 1) / pp;
   if (c.position_embedding == PositionEmbeddingOption::learned) weights += double(c.seq) * h / pp;
   MemoryEstimate e;
@@ -97,6 +99,7 @@ std::vector<ConfigViolation> check_memory(const RunConfig& config, int ranks_her
   if (single_rank_too) {
     RunConfig one = config;
     one.tp = one.cp = one.dp = one.ep = 1;
+    one.etp = 0;
     one.clear_pipeline();
     one.microbatches = config.microbatches * config.dp;
     const double single = estimate_rank_memory(one).per_rank();

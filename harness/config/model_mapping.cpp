@@ -61,6 +61,7 @@ ModelConfig model_config_from(const RunConfig& c) {
   // A scope that does not parse maps to the whole layer (validate_run_config says why).
   m.graph_scope = parse_graph_scope(c.graph_scope, nullptr).value_or(GraphScope{});
   m.moe.experts = c.moe_experts;
+  m.moe.expert_tp = c.etp;
   m.moe.topk = c.moe_topk;
   switch (c.moe_score) {
     case RouterScoreOption::softmax:

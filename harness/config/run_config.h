@@ -82,6 +82,9 @@ struct RunConfig {
   int cp = 1;
   int dp = 1;
   int ep = 1;  // expert parallel, inside cp x dp; divides cp*dp
+  // Expert tensor parallel (Megatron's expert_tensor_parallel_size); 0 = tp.
+  // etp*ep divides tp*cp*dp.
+  int etp = 0;
   // Pipeline parallelism (docs/model.md "Pipeline layer placement" and "Pipeline
   // schedules"): stages, model chunks per stage, and Megatron's placement options.
   int pp = 1;

@@ -153,6 +153,11 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(integer("ep", &RunConfig::ep, kRuntime,
                       "expert-parallel size, laid out inside the cp x dp ranks (must divide cp*dp)",
                       positive));
+  f.push_back(integer("etp", &RunConfig::etp, kRuntime,
+                      "expert tensor-parallel size: the routed experts split over etp ranks "
+                      "instead of tp (Megatron's expert_tensor_parallel_size); 0 = tp; etp*ep "
+                      "must divide tp*cp*dp",
+                      at_least(0, "must be >= 0 (0 = tp)")));
   f.push_back(integer("pp", &RunConfig::pp, kRuntime,
                       "pipeline-parallel size: stages, the slowest index of Megatron's rank order "
                       "(tp, cp, dp, pp); 1F1B schedule",

@@ -57,6 +57,7 @@ std::string run_key(const std::string& model_field) {
       {"rotary_interleaved", "rotary-interleaved"},
       {"norm_eps", "norm-epsilon"},
       {"moe_experts", "moe-experts"},
+      {"moe_expert_tp", "etp"},
       {"moe_topk", "moe-topk"},
       {"moe_score", "moe-score"},
       {"moe_ffn_hidden", "moe-ffn-hidden"},
@@ -122,12 +123,25 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   }
 
   // Expert parallelism re-slices the cp x dp ranks (Megatron's expert rank order
-  // tp-ep-edp), so it must divide them.
-  if (!has("ep") && !has("cp") && !has("dp") && (static_cast<long long>(c.cp) * c.dp) % c.ep != 0)
+  // tp-ep-edp), so it must divide them; with an expert TP size of its own the
+  // expert layout etp x ep tiles the tp x cp x dp ranks of a stage
+  // (initialize_model_parallel's "world_size is not divisible by
+  // expert_tensor_model_pipeline_parallel size").
+  const bool own_etp = c.etp > 0 && c.etp != c.tp;
+  if (!has("ep") && !has("cp") && !has("dp") && !own_etp &&
+      (static_cast<long long>(c.cp) * c.dp) % c.ep != 0)
     add("ep",
         "must divide cp*dp = " + std::to_string(c.cp) + "*" + std::to_string(c.dp) + " = " +
             std::to_string(static_cast<long long>(c.cp) * c.dp),
         {"cp", "dp"});
+  const long long stage = static_cast<long long>(c.tp) * c.cp * c.dp;
+  if (sizes_ok && !has("ep") && !has("etp") && own_etp &&
+      stage % (static_cast<long long>(c.etp) * c.ep) != 0)
+    add("etp",
+        "etp*ep = " + std::to_string(c.etp) + "*" + std::to_string(c.ep) +
+            " must divide tp*cp*dp = " + std::to_string(stage) +
+            " (Megatron's expert layout tiles each pipeline stage)",
+        {"ep", "tp", "cp", "dp"});
 
   // The model's rules (their one home), with a valid recompute spec to map.
   std::string why;

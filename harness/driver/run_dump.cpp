@@ -49,8 +49,10 @@ void RunDump::write(const std::string& file, const std::string& holds,
   safetensors::write_file(staging_ + "/" + file, tensors);
 }
 
-at::Tensor RunDump::full_parameter_tensor(const at::Tensor& local, const ShardSpec& spec) const {
-  Communicator* tp = model_.parallel().tp;
+at::Tensor RunDump::full_parameter_tensor(const at::Tensor& local, const ShardSpec& spec,
+                                          bool expert) const {
+  // A routed expert's pieces lie over the expert TP group (--etp).
+  Communicator* tp = expert ? model_.parallel().expert_tp() : model_.parallel().tp;
   const at::Tensor t = local.detach().to(at::kCPU).contiguous();
   if (spec.replicated() || tp == nullptr || tp->size() == 1) return t;
   const at::Tensor all = tp->all_gather(local.detach().contiguous(), spec.dim).to(at::kCPU);
@@ -61,10 +63,10 @@ std::vector<std::pair<std::string, at::Tensor>> RunDump::full_tensors(
     const Parameter& p, const at::Tensor& local) const {
   Communicator* ep = model_.parallel().ep;
   if (p.expert < 0 || ep == nullptr || ep->size() == 1)
-    return {{p.name, full_parameter_tensor(local, p.shard)}};
+    return {{p.name, full_parameter_tensor(local, p.shard, p.expert >= 0)}};
   // Every EP rank holds E / ep experts in the same places of its parameter list,
   // so this slot holds expert p.expert + (r - ep_rank) * (E / ep) on EP rank r.
-  Communicator* tp = model_.parallel().tp;
+  Communicator* tp = model_.parallel().expert_tp();  // the expert TP group (--etp)
   at::Tensor full = local.detach().contiguous();
   if (!p.shard.replicated() && tp != nullptr && tp->size() > 1)
     full = unshard(tp->all_gather(full, p.shard.dim).chunk(tp->size(), p.shard.dim), p.shard);

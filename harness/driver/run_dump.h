@@ -66,7 +66,8 @@ class RunDump {
   const LoadedBatch* batch_;
   nlohmann::json files_ = nlohmann::json::object();
 
-  at::Tensor full_parameter_tensor(const at::Tensor& local, const ShardSpec& spec) const;
+  at::Tensor full_parameter_tensor(const at::Tensor& local, const ShardSpec& spec,
+                                   bool expert) const;
   // (name, full tensor) of `local` (the parameter `p`'s value or gradient): one entry, or
   // under expert parallelism, for a routed expert, the same slot of every EP rank (the other
   // experts), each named by its global expert index.

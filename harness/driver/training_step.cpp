@@ -484,10 +484,14 @@ nlohmann::json run_model_program(RankContext& ctx) {
     j["resumed"] = {{"step", resumed.step}, {"rng_restored", resumed.rng_restored}};
   if (!saved.empty()) j["checkpoint"] = saved;
   nlohmann::json collectives = nlohmann::json::object();
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep, Axis::pp}) {
-    // ep and pp only when they are axes of their own, so other runs report what they did.
+  for (Axis axis :
+       {Axis::tp, Axis::cp, Axis::dp, Axis::world, Axis::ep, Axis::pp, Axis::etp, Axis::edp}) {
+    // ep, pp, etp and edp only when they are groups of their own, so other
+    // runs report what they did.
     if (axis == Axis::ep && ctx.topology.ep() == 1) continue;
     if (axis == Axis::pp && ctx.topology.pp() == 1) continue;
+    if ((axis == Axis::etp || axis == Axis::edp) && ctx.topology.etp() == ctx.topology.tp())
+      continue;
     const Communicator& c = ctx.group(axis);
     collectives[std::string(to_string(axis))] = {{"ranks", c.global_ranks()},
                                                  {"calls", c.calls_issued()},

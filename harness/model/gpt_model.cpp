@@ -42,6 +42,7 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
                    ParameterSource* weights)
     : config_(config),
       params_(config_, parallel.tp_rank(), parallel.tp_size(), backend.device(), weights) {
+  params_.set_expert_tp(parallel.expert_tp_rank(), parallel.expert_tp_size());
   config_.validate(parallel.tp_size(), parallel.cp_size(), parallel.dp_size(), parallel.ep_size());
   const int pp_rank = parallel.pp_rank();
   if (parallel.pp_size() != config_.pipeline.pp)
@@ -425,6 +426,13 @@ void GPTModel::finalize_grads() {
     // Fault sp-grad-not-reduced (EleutherAI/gpt-neox PR 1259): partial sums stay.
     if (p.sequence_parallel && par.tp_size() > 1 && !fault_active(fault_sp_grad_not_reduced)) {
       g.copy_(par.tp->all_reduce(g.contiguous(), ReduceOp::sum));
+    }
+    if (p.expert >= 0 && par.edp != nullptr) {
+      // Experts split over a TP size of their own: the ranks holding the same
+      // piece of the same expert are the expert-data-parallel group
+      // (Megatron's expert DDP reduces over it).
+      if (par.edp->size() > 1) g.copy_(par.edp->all_reduce(g.contiguous(), ReduceOp::sum));
+      continue;
     }
     if (p.expert >= 0 && par.ep_size() > 1) {
       // Only the cp x dp ranks of this ep rank hold expert p.expert: every rank

@@ -24,7 +24,7 @@ namespace parity {
 struct Parameter {
   std::string name;        // canonical, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
   at::Tensor value;        // this rank's shard (a leaf that requires grad)
-  ShardSpec shard;         // how the full tensor is split over TP
+  ShardSpec shard;         // how the full tensor is split over TP (an expert's: over ETP)
   // True when each TP rank sees only part of the sequence in the forward (norm
   // weights and row-parallel biases under SP) or only its own heads (the q/k
   // norms), so its gradient is a partial sum that finalize_grads all-reduces over TP.
@@ -78,9 +78,25 @@ class ParameterFactory {
   // the seeded init.
   ParameterFactory(const ModelConfig& config, int tp_rank, int tp_size,
                    at::Device device = at::Device(at::kCPU), ParameterSource* source = nullptr)
-      : config_(config), tp_rank_(tp_rank), tp_size_(tp_size), device_(device), source_(source) {}
+      : config_(config),
+        tp_rank_(tp_rank),
+        tp_size_(tp_size),
+        etp_rank_(tp_rank),
+        etp_size_(tp_size),
+        device_(device),
+        source_(source) {}
   at::Tensor make(const std::string& name, std::vector<std::int64_t> full_shape, InitKind kind,
                   double std, ShardSpec shard, bool sequence_parallel = false);
+  // The routed experts' TP group (Megatron's expert tensor parallel group;
+  // the model's TP group unless set).
+  void set_expert_tp(int rank, int size) {
+    etp_rank_ = rank;
+    etp_size_ = size;
+  }
+  // A routed expert's weight, global expert index `expert`: `shard` splits it
+  // over the expert TP group.
+  at::Tensor make_expert(const std::string& name, std::vector<std::int64_t> full_shape,
+                         InitKind kind, double std, ShardSpec shard, std::int64_t expert);
   std::vector<Parameter>& parameters() { return parameters_; }
   // A parameter another rank makes (a routed expert of another EP rank): tells
   // the source, so that an unsharded file's entry for it is expected.
@@ -89,8 +105,12 @@ class ParameterFactory {
   }
 
  private:
+  at::Tensor make_over(const std::string& name, std::vector<std::int64_t> full_shape, InitKind kind,
+                       double std, ShardSpec shard, bool sequence_parallel, int rank, int size);
+
   const ModelConfig& config_;
   int tp_rank_, tp_size_;
+  int etp_rank_, etp_size_;
   at::Device device_;
   ParameterSource* source_;
   std::vector<Parameter> parameters_;

@@ -163,6 +163,7 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
     needs_experts("padding_fraction", m.padding_fraction != dense.padding_fraction,
                   str(m.padding_fraction));
     needs_experts("ep", ep > 1, str(ep));
+    needs_experts("moe_expert_tp", m.expert_tp > 0 && m.expert_tp != tp, str(m.expert_tp));
     if (c.recompute == RecomputeKind::selective && c.recompute_modules.moe)
       add("recompute_modules", to_string(c.recompute_modules),
           "the moe module needs moe_experts >= 2 (the model has no MoE layer)", {"moe_experts"});
@@ -179,10 +180,22 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
     add("moe_experts", str(m.experts), "must be divisible by ep (" + str(ep) + ")", {"ep"});
   if (m.ffn_hidden < 0) {
     add("moe_ffn_hidden", str(m.ffn_hidden), "must be >= 0 (0 = ffn_hidden)");
-  } else if (c.expert_ffn_hidden() % tp != 0) {
+  } else if (m.expert_tp < 0) {
+    add("moe_expert_tp", str(m.expert_tp), "must be >= 0 (0 = tp)");
+  } else if (c.expert_ffn_hidden() % m.expert_tp_size(tp) != 0) {
+    const bool own = m.expert_tp > 0 && m.expert_tp != tp;
+    const std::string etp = str(m.expert_tp_size(tp));
     add("moe_ffn_hidden", str(c.expert_ffn_hidden()),
-        "must be divisible by tp (" + str(tp) + "): experts are split over tp", {"tp"});
+        own ? "must be divisible by etp (" + etp + "): experts are split over etp"
+            : "must be divisible by tp (" + etp + "): experts are split over tp",
+        {own ? "moe_expert_tp" : "tp"});
   }
+  // parity's weight-gradient sites reassemble a shard over tp.
+  if (m.expert_tp > 0 && m.expert_tp != tp && c.observe_wgrad)
+    add("moe_expert_tp", str(m.expert_tp),
+        "--observe-wgrad with experts split over a TP size of their own (etp != tp) is not "
+        "supported yet",
+        {"observe_wgrad", "tp"});
   if (m.shared_expert_ffn < 0)
     add("moe_shared_expert_ffn", str(m.shared_expert_ffn), "must be >= 0 (0 = none)");
   else if (m.shared_expert_ffn % tp != 0)

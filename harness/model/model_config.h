@@ -37,6 +37,9 @@ enum class ForcedRouting : std::int8_t { none, random, biased };
 
 struct MoeConfig {
   std::int64_t experts = 0;  // 0: every layer has the dense MLP
+  // The routed experts' TP size (Megatron's expert_tensor_parallel_size); 0 =
+  // the model's tp. expert_tp_size(tp) is the effective one.
+  std::int64_t expert_tp = 0;
   std::int64_t topk = 2;
   RouterScore score = RouterScore::softmax;
   std::int64_t ffn_hidden = 0;  // per expert; 0 = the model's ffn_hidden
@@ -59,6 +62,7 @@ struct MoeConfig {
   double padding_fraction = 0.0;
 
   bool enabled() const { return experts > 0; }
+  std::int64_t expert_tp_size(std::int64_t tp) const { return expert_tp > 0 ? expert_tp : tp; }
   std::int64_t padding_tokens(std::int64_t seq) const;
   // Whether layer `index` (0-based) of `layers_total` is an MoE layer; throws
   // ModelConfigError naming moe_layers for a bad pattern.

@@ -355,12 +355,12 @@ MoELayer::MoELayer(std::string name, const ModelConfig* config, ParameterFactory
     const std::int64_t named = fault_active(fault_expert_index_local) ? l : global;
     const std::string base = name_ + ".experts.local_experts." + std::to_string(named);
     Expert e;
-    e.fc1 = params.make(base + ".linear_fc1.weight", {swiglu ? 2 * ffn : ffn, c.hidden},
-                        InitKind::normal, c.init_std, ShardSpec::along(0, swiglu ? 2 : 1));
-    params.parameters().back().expert = global;
-    e.fc2 = params.make(base + ".linear_fc2.weight", {c.hidden, ffn}, InitKind::normal, out_std,
-                        ShardSpec::along(1));
-    params.parameters().back().expert = global;
+    // Split over the expert TP group (Megatron's expert_tensor_parallel group).
+    e.fc1 = params.make_expert(base + ".linear_fc1.weight", {swiglu ? 2 * ffn : ffn, c.hidden},
+                               InitKind::normal, c.init_std, ShardSpec::along(0, swiglu ? 2 : 1),
+                               global);
+    e.fc2 = params.make_expert(base + ".linear_fc2.weight", {c.hidden, ffn}, InitKind::normal,
+                               out_std, ShardSpec::along(1), global);
     experts_.push_back(e);
   }
   // The other EP ranks' experts: in an unsharded weights file, not here.
@@ -473,10 +473,21 @@ RoutedTokens MoELayer::route(const ModelRuntime& rt, const at::Tensor& x,
   return out;
 }
 
+namespace {
+// The group whose tokens the experts run on together: the expert TP group
+// (Megatron's dispatcher gathers over its tp group, the expert tensor parallel
+// group; with ETP = TP under SP the TP group's sequence shards). Null for a
+// group of one.
+Communicator* expert_token_group(const ModelRuntime& rt) {
+  Communicator* g = rt.parallel.expert_tp();
+  return g != nullptr && g->size() > 1 ? g : nullptr;
+}
+}  // namespace
+
 void MoELayer::preprocess(const ModelRuntime& rt, RoutedTokens& r) const {
   if (r.gathered) return;
   r.gathered = true;
-  Communicator* tp = config_->sequence_parallel ? rt.parallel.tp : nullptr;
+  Communicator* tp = expert_token_group(rt);
   if (!tp) return;
   r.tokens = gather_from_sequence_parallel_region(r.tokens, tp);
   r.probs = gather_from_sequence_parallel_region(r.probs, tp);
@@ -489,8 +500,8 @@ at::Tensor MoELayer::experts(const ModelRuntime& rt, RoutedTokens r) const {
   at::Tensor out = dispatch_and_combine(rt, r.tokens.reshape({-1, h}), r.probs.reshape({-1, E}),
                                         r.map.reshape({-1, E}))
                        .reshape(r.tokens.sizes());
-  // The experts' TP partial sums, back to this rank's sequence shard.
-  Communicator* tp = config_->sequence_parallel ? rt.parallel.tp : nullptr;
+  // The experts' TP partial sums, back to this rank's tokens.
+  Communicator* tp = expert_token_group(rt);
   return tp ? reduce_scatter_to_sequence_parallel_region(out, tp) : out;
 }
 

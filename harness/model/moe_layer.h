@@ -5,12 +5,13 @@
 // selects. See docs/model.md "MoE layer".
 //
 // Layout: the router runs on this rank's tokens ([s/tp, b, h] under SP, the
-// residual stream's shard). The dispatcher gathers the tokens of the TP group
-// (SP all-gather), sends each token to the expert-parallel rank that holds its
+// residual stream's shard). The dispatcher gathers the tokens of the expert TP
+// group (the TP group's SP shards unless --etp gives the experts a TP size of
+// their own), sends each token to the expert-parallel rank that holds its
 // experts (an uneven all-to-all over EP), runs the local experts (their weights
-// split over TP like a dense MLP: fc1 by rows, fc2 by columns), sends the
-// results back, combines them weighted by the routing probabilities and
-// reduce-scatters the TP partial sums back to the sequence shard.
+// split over the expert TP group like a dense MLP: fc1 by rows, fc2 by
+// columns), sends the results back, combines them weighted by the routing
+// probabilities and reduce-scatters the partial sums back to this rank's tokens.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include "harness/model/flat_shard_layout.h"
 
 PARITY_USES_FAULT(collective_skipped_when_zero);
+PARITY_USES_FAULT(etp_reduced_over_tp);
 PARITY_USES_FAULT(replica_marked_tp_sharded);
 PARITY_USES_FAULT(tied_embedding_norm_twice);
 
@@ -64,7 +65,17 @@ ParameterNorms parameter_norms(GPTModel& model, NormOf of, const FlatShardLayout
   at::Tensor sums = at::zeros({2 * (L + 1)}, f64);
   if (!squares.empty())
     sums.index_add_(0, at::tensor(slots, at::kLong).to(model.device()), at::stack(squares));
-  sums = sum_over(par.tp, sums);
+  if (par.etp == nullptr) {
+    sums = sum_over(par.tp, sums);
+  } else {
+    // The experts' pieces lie over the expert TP group (Megatron's expert norm
+    // reduces over the expert tensor-model-pipeline group). Fault
+    // etp-reduced-over-tp: over the dense TP group, as the dense pieces.
+    const at::Tensor experts_here = sums.narrow(0, L + 1, L + 1);
+    sums = at::cat(
+        {sum_over(par.tp, sums.narrow(0, 0, L + 1)),
+         sum_over(fault_active(fault_etp_reduced_over_tp) ? par.tp : par.etp, experts_here)});
+  }
   // Each stage holds its own layers (Megatron's norm reduces over the
   // model-parallel group, pipeline included).
   sums = sum_over(par.pp, sums);

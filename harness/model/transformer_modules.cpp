@@ -59,13 +59,30 @@ double scaled_std(const ModelConfig& c) {
 at::Tensor ParameterFactory::make(const std::string& name, std::vector<std::int64_t> full_shape,
                                   InitKind kind, double std, ShardSpec shard,
                                   bool sequence_parallel) {
+  return make_over(name, std::move(full_shape), kind, std, shard, sequence_parallel, tp_rank_,
+                   tp_size_);
+}
+
+at::Tensor ParameterFactory::make_expert(const std::string& name,
+                                         std::vector<std::int64_t> full_shape, InitKind kind,
+                                         double std, ShardSpec shard, std::int64_t expert) {
+  at::Tensor t =
+      make_over(name, std::move(full_shape), kind, std, shard, false, etp_rank_, etp_size_);
+  parameters_.back().expert = expert;
+  return t;
+}
+
+at::Tensor ParameterFactory::make_over(const std::string& name,
+                                       std::vector<std::int64_t> full_shape, InitKind kind,
+                                       double std, ShardSpec shard, bool sequence_parallel,
+                                       int rank, int size) {
   const at::ScalarType dtype = to_scalar_type(config_.dtype);
   // Made on the CPU (identical for every backend), then placed on the backend's device.
   at::Tensor local =
       source_
-          ? source_->local_value({name, std::move(full_shape), shard, tp_rank_, tp_size_, dtype})
+          ? source_->local_value({name, std::move(full_shape), shard, rank, size, dtype})
           : shard_of(full_parameter(config_.seed, name, std::move(full_shape), kind, std, dtype),
-                     shard, tp_rank_, tp_size_);
+                     shard, rank, size);
   local = local.to(device_);
   local.requires_grad_(true);
   parameters_.push_back(Parameter{name, local, shard, sequence_parallel});

@@ -61,13 +61,20 @@ Communicator& RankGroups::get(Axis axis) {
     case Axis::pp:
       c = &pp;
       break;
+    case Axis::etp:
+      c = etp ? &etp : &tp;
+      break;
+    case Axis::edp:
+      c = &edp;
+      break;
   }
   if (!c || !*c) throw std::logic_error("no " + std::string(to_string(axis)) + " group");
   return **c;
 }
 
 // Creation order is part of the protocol: every rank creates tp, cp, dp, ep,
-// pp, world in that order. Creating a group of more than one rank blocks until all its
+// pp, (etp, edp,) world in that order (etp and edp on every rank or none: the
+// topology decides). Creating a group of more than one rank blocks until all its
 // members have joined (Gloo connects a full mesh), so ranks that created their
 // groups in different orders could wait on each other forever (until the
 // timeout). Groups of one rank get no transport and never wait.
@@ -78,7 +85,10 @@ RankGroups make_rank_groups(const ParallelTopology& topology, int rank,
     throw std::out_of_range("rank " + std::to_string(rank) + " outside a world of " +
                             std::to_string(topology.world_size()));
   RankGroups groups;
-  for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::pp, Axis::world}) {
+  const bool expert_layout = topology.etp() != topology.tp();
+  for (Axis axis :
+       {Axis::tp, Axis::cp, Axis::dp, Axis::ep, Axis::pp, Axis::etp, Axis::edp, Axis::world}) {
+    if ((axis == Axis::etp || axis == Axis::edp) && !expert_layout) continue;
     std::vector<int> ranks = topology.group_ranks(rank, axis);
     int index = -1;
     for (std::size_t i = 0; i < ranks.size(); ++i)
@@ -102,6 +112,12 @@ RankGroups make_rank_groups(const ParallelTopology& topology, int rank,
         break;
       case Axis::pp:
         groups.pp = std::move(comm);
+        break;
+      case Axis::etp:
+        groups.etp = std::move(comm);
+        break;
+      case Axis::edp:
+        groups.edp = std::move(comm);
         break;
     }
   }

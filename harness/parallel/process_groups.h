@@ -1,8 +1,8 @@
 #pragma once
 // Builds, for one rank, a communicator per axis (tp, cp, dp), the expert-parallel
-// group (ep), the pipeline group (pp: point-to-point between stages) and the
-// world group, over a transport chosen by name ("gloo" for
-// the reference backend).
+// group (ep; with an expert TP size of its own also etp and edp), the pipeline
+// group (pp: point-to-point between stages) and the world group, over a transport chosen by name
+// ("gloo" for the reference backend).
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -34,8 +34,9 @@ std::unique_ptr<TransportFactory> make_transport_factory(const std::string& name
 struct RankGroups {
   // Every member is a communicator, a group of one where the axis has size 1
   // (ep and pp included); ep and pp may be null only in groups a test
-  // assembles by hand.
-  std::unique_ptr<Communicator> tp, cp, dp, world, ep, pp;
+  // assembles by hand. etp and edp exist only when the experts have a TP size
+  // of their own (etp != tp); get(Axis::etp) is then the tp group.
+  std::unique_ptr<Communicator> tp, cp, dp, world, ep, pp, etp, edp;
   Communicator& get(Axis axis);
 };
 

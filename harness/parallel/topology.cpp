@@ -14,22 +14,34 @@ std::string_view to_string(Axis axis) {
       return "ep";
     case Axis::pp:
       return "pp";
+    case Axis::etp:
+      return "etp";
+    case Axis::edp:
+      return "edp";
   }
   return "?";
 }
 
 std::string to_string(const RankCoordinates& c) {
   return "(tp=" + std::to_string(c.tp) + ", cp=" + std::to_string(c.cp) +
-         ", dp=" + std::to_string(c.dp) + (c.pipelined ? ", pp=" + std::to_string(c.pp) : "") + ")";
+         ", dp=" + std::to_string(c.dp) + (c.pipelined ? ", pp=" + std::to_string(c.pp) : "") +
+         (c.expert_layout ? ", etp=" + std::to_string(c.etp) + ", ep=" + std::to_string(c.ep) +
+                                ", edp=" + std::to_string(c.edp)
+                          : "") +
+         ")";
 }
 
-ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep, int pp)
-    : tp_(tp), cp_(cp), dp_(dp), ep_(ep), pp_(pp) {
-  if (tp < 1 || cp < 1 || dp < 1 || ep < 1 || pp < 1)
+ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep, int pp, int etp)
+    : tp_(tp), cp_(cp), dp_(dp), ep_(ep), pp_(pp), etp_(etp > 0 ? etp : tp) {
+  if (tp < 1 || cp < 1 || dp < 1 || ep < 1 || pp < 1 || etp < 0)
     throw std::invalid_argument("parallel sizes must be >= 1");
-  if ((cp * dp) % ep != 0)
+  if (etp_ == tp && (cp * dp) % ep != 0)
     throw std::invalid_argument("ep " + std::to_string(ep) +
                                 " must divide cp*dp = " + std::to_string(cp * dp));
+  // Megatron's initialize_model_parallel: the expert layout tiles each stage.
+  if ((tp * cp * dp) % (etp_ * ep) != 0)
+    throw std::invalid_argument("etp*ep = " + std::to_string(etp_ * ep) +
+                                " must divide tp*cp*dp = " + std::to_string(tp * cp * dp));
 }
 
 int ParallelTopology::size(Axis axis) const {
@@ -42,6 +54,10 @@ int ParallelTopology::size(Axis axis) const {
       return ep_;
     case Axis::pp:
       return pp_;
+    case Axis::etp:
+      return etp_;
+    case Axis::edp:
+      return expert_dp();
   }
   return 1;
 }
@@ -54,6 +70,11 @@ RankCoordinates ParallelTopology::coordinates(int rank) const {
   c.dp = (rank / (tp_ * cp_)) % dp_;
   c.pp = rank / (tp_ * cp_ * dp_);
   c.pipelined = pp_ > 1;
+  const int f = rank % (tp_ * cp_ * dp_);
+  c.etp = f % etp_;
+  c.ep = (f / etp_) % ep_;
+  c.edp = f / (etp_ * ep_);
+  c.expert_layout = etp_ != tp_;
   return c;
 }
 
@@ -72,18 +93,23 @@ int ParallelTopology::coordinate(int rank, Axis axis) const {
       return ep_rank(rank);
     case Axis::pp:
       return c.pp;
+    case Axis::etp:
+      return c.etp;
+    case Axis::edp:
+      return c.edp;
   }
   return 0;
 }
 
-int ParallelTopology::ep_rank(int rank) const {
-  const RankCoordinates c = coordinates(rank);
-  return (c.cp + cp_ * c.dp) % ep_;
-}
+int ParallelTopology::expert_tp_rank(int rank) const { return coordinates(rank).etp; }
 
-int ParallelTopology::expert_data_parallel_rank(int rank) const {
-  const RankCoordinates c = coordinates(rank);
-  return (c.cp + cp_ * c.dp) / ep_;
+int ParallelTopology::ep_rank(int rank) const { return coordinates(rank).ep; }
+
+int ParallelTopology::expert_data_parallel_rank(int rank) const { return coordinates(rank).edp; }
+
+int ParallelTopology::expert_rank(int rank, int etp, int ep, int edp) const {
+  const int stage = tp_ * cp_ * dp_;
+  return rank / stage * stage + etp + etp_ * (ep + ep_ * edp);
 }
 
 std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
@@ -93,15 +119,11 @@ std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
     return ranks;
   }
   RankCoordinates c = coordinates(rank);
-  if (axis == Axis::ep) {
-    // Same tp, stage and expert-data-parallel index; the combined cp/dp index
-    // j runs over edp*EP .. edp*EP + EP-1.
-    const int first = expert_data_parallel_rank(rank) * ep_;
-    for (int i = 0; i < ep_; ++i) {
-      c.cp = (first + i) % cp_;
-      c.dp = (first + i) / cp_;
-      ranks.push_back(rank_of(c));
-    }
+  // The expert axes: the other two expert coordinates and the stage fixed.
+  if (axis == Axis::ep || axis == Axis::etp || axis == Axis::edp) {
+    for (int i = 0; i < size(axis); ++i)
+      ranks.push_back(expert_rank(rank, axis == Axis::etp ? i : c.etp, axis == Axis::ep ? i : c.ep,
+                                  axis == Axis::edp ? i : c.edp));
     return ranks;
   }
   for (int i = 0; i < size(axis); ++i) {
@@ -120,6 +142,8 @@ std::vector<int> ParallelTopology::group_ranks(int rank, Axis axis) const {
         break;
       case Axis::world:
       case Axis::ep:
+      case Axis::etp:
+      case Axis::edp:
         break;
     }
     ranks.push_back(rank_of(c));
@@ -141,8 +165,13 @@ std::string ParallelTopology::group_name(int rank, Axis axis) const {
       return "dp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp) + stage;
     case Axis::world: return "world";
     case Axis::ep:
-      return "ep.tp" + std::to_string(c.tp) + ".edp" +
-             std::to_string(expert_data_parallel_rank(rank)) + stage;
+      // With ETP = TP the names runs without an expert layout always had.
+      return (etp_ == tp_ ? "ep.tp" : "ep.etp") + std::to_string(c.etp) + ".edp" +
+             std::to_string(c.edp) + stage;
+    case Axis::etp:
+      return "etp.ep" + std::to_string(c.ep) + ".edp" + std::to_string(c.edp) + stage;
+    case Axis::edp:
+      return "edp.etp" + std::to_string(c.etp) + ".ep" + std::to_string(c.ep) + stage;
     case Axis::pp:
       return "pp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp) + ".dp" +
              std::to_string(c.dp);

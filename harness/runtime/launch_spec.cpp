@@ -22,6 +22,7 @@ nlohmann::json launch_spec_to_json(const LaunchSpec& s) {
           {"dp", s.dp},
           {"ep", s.ep},
           {"pp", s.pp},
+          {"etp", s.etp},
           {"mode", std::string(launch_mode_name(s.mode))},
           {"timeout_seconds", s.timeout_seconds},
           {"faults", s.faults},
@@ -43,6 +44,7 @@ LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
     s.dp = field("dp").get<int>();
     s.ep = field("ep").get<int>();
     s.pp = field("pp").get<int>();
+    s.etp = field("etp").get<int>();
     const std::string mode = field("mode").get<std::string>();
     if (mode == "threads")
       s.mode = LaunchMode::threads;

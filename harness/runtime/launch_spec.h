@@ -34,8 +34,9 @@ struct LaunchSpec {
   int tp = 1;
   int cp = 1;
   int dp = 1;
-  int ep = 1;  // expert parallel, inside cp x dp (ParallelTopology); must divide cp*dp
-  int pp = 1;  // pipeline stages (the slowest rank index)
+  int ep = 1;   // expert parallel, inside cp x dp (ParallelTopology); must divide cp*dp
+  int pp = 1;   // pipeline stages (the slowest rank index)
+  int etp = 0;  // expert tensor parallel (ParallelTopology); 0 = tp
   LaunchMode mode = LaunchMode::threads;
   double timeout_seconds = 60.0;    // no-progress limit and collective timeout
   std::vector<std::string> faults;  // `--inject` specs, e.g. "crash-rank=1"

@@ -80,9 +80,16 @@ LaunchResult launch(const LaunchSpec& spec, const std::string& program,
   std::vector<LaunchProblem> problems = fault_spec_problems(spec.faults, spec.world_size());
   if (spec.transport.empty())
     problems.push_back({"transport", "", "not set (the backend's transport_name())"});
-  if (spec.ep < 1 || (spec.cp >= 1 && spec.dp >= 1 && (spec.cp * spec.dp) % spec.ep != 0))
+  const int etp = spec.etp > 0 ? spec.etp : spec.tp;
+  if (spec.ep < 1 ||
+      (etp == spec.tp && spec.cp >= 1 && spec.dp >= 1 && (spec.cp * spec.dp) % spec.ep != 0))
     problems.push_back({"ep", std::to_string(spec.ep),
                         "must divide cp*dp = " + std::to_string(spec.cp * spec.dp)});
+  else if (spec.etp < 0 || (spec.tp >= 1 && spec.cp >= 1 && spec.dp >= 1 &&
+                            (spec.tp * spec.cp * spec.dp) % (etp * spec.ep) != 0))
+    problems.push_back(
+        {"etp", std::to_string(spec.etp),
+         "etp*ep must divide tp*cp*dp = " + std::to_string(spec.tp * spec.cp * spec.dp)});
   if (!problems.empty()) throw LaunchSpecError(std::move(problems));
   ignore_sigpipe();
   switch (spec.mode) {

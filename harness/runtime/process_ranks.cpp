@@ -149,7 +149,8 @@ LaunchResult launch_processes(const LaunchSpec& spec_in, const std::string& prog
                               const nlohmann::json& arguments) {
   const auto start = SupervisorClock::now();
   const int world = spec_in.world_size();
-  const ParallelTopology topology(spec_in.tp, spec_in.cp, spec_in.dp, spec_in.ep, spec_in.pp);
+  const ParallelTopology topology(spec_in.tp, spec_in.cp, spec_in.dp, spec_in.ep, spec_in.pp,
+                                  spec_in.etp);
   const FaultPlan faults = FaultPlan::from_specs(spec_in.faults, world);
   bool expect_crash = false;
   for (int r = 0; r < world; ++r)

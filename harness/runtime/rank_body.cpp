@@ -90,6 +90,11 @@ nlohmann::json gather_results(Communicator& world, const nlohmann::json& mine) {
 // call would otherwise wait there while this rank waits for it in cp or dp.
 // The pipeline group last: it joins stages whose own groups end first.
 static void exit_barriers(RankGroups& groups) {
+  if (groups.etp) {
+    // The expert layout's own groups lie inside the stage too.
+    for (Communicator* group : {groups.etp.get(), groups.edp.get()})
+      if (group->size() > 1) group->barrier();
+  }
   for (Axis axis : {Axis::ep, Axis::tp, Axis::cp, Axis::dp, Axis::pp}) {
     Communicator& group = groups.get(axis);
     if (group.size() > 1) group.barrier();

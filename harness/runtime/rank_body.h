@@ -48,7 +48,7 @@ struct RankRun {
   RankRun(LaunchSpec s, nlohmann::json args, RankProgram p)
       : spec(std::move(s)),
         arguments(std::move(args)),
-        topology(spec.tp, spec.cp, spec.dp, spec.ep, spec.pp),
+        topology(spec.tp, spec.cp, spec.dp, spec.ep, spec.pp, spec.etp),
         faults(FaultPlan::from_specs(spec.faults, spec.world_size())),
         program(std::move(p)) {}
 };

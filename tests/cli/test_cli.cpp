@@ -41,6 +41,8 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
                                  "3",
                                  "--ep",
                                  "3",
+                                 "--etp",
+                                 "1",
                                  "--sp",
                                  "--launch",
                                  "processes",
@@ -159,6 +161,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.cp, 2);
   EXPECT_EQ(c.dp, 3);
   EXPECT_EQ(c.ep, 3);
+  EXPECT_EQ(c.etp, 1);
   EXPECT_TRUE(c.sp);
   EXPECT_EQ(c.launch, LaunchMode::processes);
   EXPECT_EQ(c.seed, 99u);
@@ -476,6 +479,7 @@ std::vector<BadValue> bad_values() {
       one("cp", "-2"),
       one("dp", "two"),
       {"--ep", {"--ep", "3", "--dp", "2"}},  // must divide cp*dp
+      one("etp", "-1"),
       {"--sp", {"--sp=maybe"}},
       one("launch", "mpi"),
       one("backend", "cuda-nope"),

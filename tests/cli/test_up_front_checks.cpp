@@ -124,6 +124,17 @@ TEST(UpFrontChecks, AModelThatCannotFitIsRefusedNamingTheEstimateAndTheLimit) {
   EXPECT_DOUBLE_EQ(
       estimate_rank_memory(wider_heads).parameters - estimate_rank_memory(wide).parameters,
       2 * 4 * 4 * 4096.0 * 4096.0 * wide.layers);
+  // Routed experts over an expert TP size of their own (--etp 1 under tp 4):
+  // each rank holds its experts whole, 4 times the weights of tp 4's pieces.
+  RunConfig moe = sharded;
+  moe.moe_experts = 8;
+  moe.ep = 1;
+  RunConfig whole_experts = moe;
+  whole_experts.etp = 1;
+  const double expert = (16384.0 + 16384.0) * 4096.0;  // fc1 + fc2 of one expert (gelu)
+  EXPECT_DOUBLE_EQ(
+      estimate_rank_memory(whole_experts).parameters - estimate_rank_memory(moe).parameters,
+      2 * 4 * 8 * expert * (1 - 1.0 / 4) * wide.layers);
 
   std::string out, err;
   EXPECT_EQ(run_parity({"run", "--hidden", "1000000", "--ffn-hidden", "4000000"}, &out, &err),

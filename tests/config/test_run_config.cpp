@@ -194,66 +194,6 @@ TEST(RunConfigValidation, KvChannelsSetTheHeadDimension) {
               "it evenly over TP)");
 }
 
-// The rotary options (Megatron's rotary_base, rotary_percent,
-// rotary_interleaved) and the norm epsilon: their ranges, rope only, and the
-// rotated channels 2 * ceil(int(head_dim * percent) / 2) fit in the head.
-TEST(RunConfigValidation, RotaryOptionsAndNormEpsilon) {
-  RunConfig c;
-  c.position_embedding = PositionEmbeddingOption::rope;
-  c.rotary_base = 500000;
-  c.rotary_percent = 0.5;
-  c.rotary_interleaved = true;
-  c.norm_epsilon = 1e-6;
-  EXPECT_TRUE(validate_run_config(c).empty()) << cli_lines(c).front();
-  c.rotary_percent = 0.0;
-  expect_only(c, "--rotary-percent 0: must be in (0, 1]");
-  c.rotary_percent = 1.5;
-  expect_only(c, "--rotary-percent 1.5: must be in (0, 1]");
-  c.rotary_percent = 0.05;  // int(16 * 0.05) = 0
-  expect_only(c,
-              "--rotary-percent 0.05: int(head_dim * rotary_percent) = 0 rotates no channel "
-              "(hidden / heads = 16)");
-  EXPECT_EQ(validate_run_config(c).at(0).involves,
-            (std::vector<std::string>{"hidden", "heads", "position-embedding"}));
-  c.rotary_percent = 0.1;  // int(1.6) = 1: one frequency, two channels (as Megatron)
-  EXPECT_TRUE(validate_run_config(c).empty());
-  c.kv_channels = 5;  // an odd head dimension with 3 of 5 rotating (int(2.5) = 2)
-  c.rotary_percent = 0.5;
-  EXPECT_TRUE(validate_run_config(c).empty());
-  c.rotary_percent = 1.0;
-  expect_only(c,
-              "--position-embedding rope: rotary embeddings need an even head dimension "
-              "(kv_channels = 5)");
-  c = {};
-  c.position_embedding = PositionEmbeddingOption::rope;
-  c.rotary_base = 0;
-  expect_only(c, "--rotary-base 0: must be > 0");
-  c = {};
-  c.norm_epsilon = 0;
-  expect_only(c, "--norm-epsilon 0: must be > 0");
-  c.norm_epsilon = -1e-5;
-  expect_only(c, "--norm-epsilon -1e-05: must be > 0");
-  c.norm_epsilon = 0.1;
-  EXPECT_TRUE(validate_run_config(c).empty());
-  // Without rope they would change nothing: refused, naming the option.
-  c = {};
-  c.rotary_base = 1e6;
-  expect_only(c,
-              "--rotary-base 1e+06: applies to rotary embeddings only (--position-embedding "
-              "rope)");
-  c = {};
-  c.rotary_percent = 0.5;
-  expect_only(c,
-              "--rotary-percent 0.5: applies to rotary embeddings only (--position-embedding "
-              "rope)");
-  c = {};
-  c.rotary_interleaved = true;
-  expect_only(c,
-              "--rotary-interleaved: applies to rotary embeddings only (--position-embedding "
-              "rope)");
-  EXPECT_EQ(validate_run_config(c).at(0).involves, std::vector<std::string>{"position-embedding"});
-}
-
 TEST(RunConfigValidation, SequenceParallelNeedsTensorParallel) {
   RunConfig c;
   c.sp = true;
@@ -606,7 +546,7 @@ TEST(RunConfigFields, EveryRangeRejectsAValueOutsideIt) {
     EXPECT_EQ(v[0].field, f.key);
     EXPECT_EQ(v[0].rule, f.range->rule);
   }
-  EXPECT_EQ(ranged, 44);
+  EXPECT_EQ(ranged, 45);
 }
 
 TEST(RunConfigFields, KeysAreUniqueAndCliSpelled) {

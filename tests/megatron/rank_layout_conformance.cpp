@@ -6,7 +6,7 @@
 // local_positions, against get_batch_on_this_cp_rank), the rows it keeps under
 // sequence parallelism (scatter_to_sequence_parallel_region against
 // Megatron's), the samples of each of its microbatches (global_microbatch
-// against MegatronPretrainingSampler) and, per model variant, the TP / EP slice
+// against MegatronPretrainingSampler) and, per model variant, the TP / EP / ETP slice
 // of every parameter: parity's model is built for that rank (placeholder
 // communicators, no collective) from a ParameterSource whose full tensors hold
 // their own element indices, and each local tensor must equal the indices
@@ -138,6 +138,7 @@ ModelConfig model_config(const json& v, const json& layout, std::int64_t seq,
   }
   const int tp = layout.at("tp").get<int>();
   c.sequence_parallel = c.moe.enabled() && tp > 1;  // Megatron's rule and parity's
+  if (c.moe.enabled()) c.moe.expert_tp = layout.value("etp", tp);
   c.pipeline.pp = layout.at("pp").get<int>();
   return c;
 }
@@ -220,8 +221,8 @@ void compare_case(const json& c, const json& top, Totals& totals) {
   const json& layout = c.at("layout");
   const int tp = layout.at("tp").get<int>(), cp = layout.at("cp").get<int>(),
             dp = layout.at("dp").get<int>(), pp = layout.at("pp").get<int>(),
-            ep = layout.at("ep").get<int>();
-  const ParallelTopology topology(tp, cp, dp, ep, pp);
+            ep = layout.at("ep").get<int>(), etp = layout.value("etp", tp);
+  const ParallelTopology topology(tp, cp, dp, ep, pp, etp);
   const std::int64_t seq = top.at("seq").get<std::int64_t>();
   const std::int64_t micro_batch = top.at("micro_batch").get<std::int64_t>();
   const std::int64_t microbatches = top.at("microbatches").get<std::int64_t>();
@@ -243,9 +244,12 @@ void compare_case(const json& c, const json& top, Totals& totals) {
     expect_eq(where, "ep rank", topology.ep_rank(rank), mc.at("ep").get<int>());
     expect_eq(where, "expert data parallel rank", topology.expert_data_parallel_rank(rank),
               mc.at("edp").get<int>());
+    if (mc.contains("etp"))
+      expect_eq(where, "expert tensor parallel rank", topology.expert_tp_rank(rank),
+                mc.at("etp").get<int>());
 
-    // Any model of the layout answers these; EP needs routed experts.
-    const json& base = top.at("variants").at(ep > 1 ? "moe" : "dense");
+    // Any model of the layout answers these; EP and ETP need routed experts.
+    const json& base = top.at("variants").at(ep > 1 || etp != tp ? "moe" : "dense");
     RankModel rm = build(model_config(base, layout, seq, micro_batch), topology, rank);
     const at::Tensor positions = rm.model->local_positions();
     expect_eq(where, "CP positions", tensor_ints(positions),

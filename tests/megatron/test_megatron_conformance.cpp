@@ -281,6 +281,23 @@ INSTANTIATE_TEST_SUITE_P(
                                                  "--ep", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
+// Expert tensor parallelism (--etp): the MoE fixture's experts split over a TP
+// size of their own, laid out as Megatron's expert rank generator does: below
+// tp with EP over TP 2 (the EP group holds dense TP peers), above tp (the
+// expert TP group joins DP ranks, or TP x CP ranks).
+INSTANTIATE_TEST_SUITE_P(
+    ExpertTensorParallel, MegatronConformance,
+    ::testing::Combine(
+        ::testing::Values(std::string("moe")),
+        ::testing::Values(Layout{"tp2_sp_ep2_etp1",
+                                 {"--tp", "2", "--sp", "--dp", "1", "--ep", "2", "--etp", "1"}},
+                          Layout{"tp2_sp_dp2_ep2_etp1",
+                                 {"--tp", "2", "--sp", "--dp", "2", "--ep", "2", "--etp", "1"}},
+                          Layout{"dp4_ep2_etp2", {"--dp", "4", "--ep", "2", "--etp", "2"}},
+                          Layout{"tp2_sp_cp2_etp4",
+                                 {"--tp", "2", "--sp", "--cp", "2", "--dp", "1", "--etp", "4"}})),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
+
 // Grouped-query attention with fewer query groups than TP ranks (gqa, qknorm
 // and llama: 2 groups, mqa: 1, over TP 4): the ranks all-gather the QKV projection
 // and keep their group, as Megatron does; with selective core_attn recompute and

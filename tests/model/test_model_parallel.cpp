@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include <ATen/Parallel.h>
@@ -114,11 +115,13 @@ RankResult run_model(const ModelConfig& c, ParallelContext par, std::int64_t mic
   r.loss = all_reduce_scalar(par.dp, all_reduce_scalar(par.cp, loss_share));
   for (Parameter& p : model.parameters()) {
     at::Tensor g = p.value.grad();
-    if (p.shard.replicated() || par.tp_size() == 1) {
+    // A routed expert's pieces lie over the expert TP group.
+    Communicator* tp = p.expert >= 0 ? par.expert_tp() : par.tp;
+    if (p.shard.replicated() || ParallelContext::size_of(tp) == 1) {
       r.grads[p.name] = g.clone();
     } else {
-      at::Tensor all = par.tp->all_gather(g.contiguous(), p.shard.dim);
-      auto pieces = all.chunk(par.tp_size(), p.shard.dim);
+      at::Tensor all = tp->all_gather(g.contiguous(), p.shard.dim);
+      auto pieces = all.chunk(tp->size(), p.shard.dim);
       r.grads[p.name] = unshard(std::vector<at::Tensor>(pieces.begin(), pieces.end()), p.shard);
     }
   }
@@ -298,6 +301,9 @@ struct MoeCase {
   // Forced routing toward experts 0 and 1: EP rank 1 receives no token at all
   // and must still take part in every all-to-all, backward included.
   bool starve_ep_rank_1 = false;
+  // The experts' own TP size (--etp; 0 = tp): the expert layout etp x ep x edp
+  // over the ranks of the stage, as Megatron's expert rank generator lays it.
+  int etp = 0;
 };
 class ShardedMoeModel : public ::testing::TestWithParam<MoeCase> {};
 
@@ -308,7 +314,8 @@ TEST_P(ShardedMoeModel, LossAndGradientsEqualTheSingleRankRunInFp64) {
   ModelConfig c = parallel_config(k.tp > 1, ActivationKind::swiglu, NormKind::rms_norm);
   c.moe.experts = 4;
   c.moe.topk = 2;
-  c.moe.ffn_hidden = 8 * k.tp;
+  c.moe.ffn_hidden = 8 * std::max(k.tp, k.etp);
+  c.moe.expert_tp = k.etp;
   c.moe.aux_loss_coef = 0.1;
   c.moe.capacity_factor = 1.0;
   c.moe.shared_expert_ffn = 8 * k.tp;
@@ -317,7 +324,7 @@ TEST_P(ShardedMoeModel, LossAndGradientsEqualTheSingleRankRunInFp64) {
   single_cfg.sequence_parallel = false;
   const RankResult single = run_model(single_cfg, ParallelContext::single(), k.dp * kMicrobatches);
   const auto sharded = testing::run_model_ranks(
-      ParallelTopology(k.tp, k.cp, k.dp, k.ep),
+      ParallelTopology(k.tp, k.cp, k.dp, k.ep, 1, k.etp),
       [&](ParallelContext par) { return run_model(c, par, kMicrobatches); });
   ASSERT_EQ(sharded.report(), "");
   for (std::size_t rank = 0; rank < sharded.results.size(); ++rank) {
@@ -335,16 +342,22 @@ TEST_P(ShardedMoeModel, LossAndGradientsEqualTheSingleRankRunInFp64) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, ShardedMoeModel,
-                         ::testing::Values(MoeCase{1, 1, 2, 2}, MoeCase{2, 1, 2, 2},
-                                           MoeCase{1, 2, 2, 4}, MoeCase{2, 2, 1, 2},
-                                           MoeCase{1, 1, 2, 2, true}),
-                         [](const ::testing::TestParamInfo<MoeCase>& info) {
-                           const MoeCase& m = info.param;
-                           return "tp" + std::to_string(m.tp) + "_cp" + std::to_string(m.cp) +
-                                  "_dp" + std::to_string(m.dp) + "_ep" + std::to_string(m.ep) +
-                                  (m.starve_ep_rank_1 ? "_starved" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ShardedMoeModel,
+    ::testing::Values(MoeCase{1, 1, 2, 2}, MoeCase{2, 1, 2, 2}, MoeCase{1, 2, 2, 4},
+                      MoeCase{2, 2, 1, 2}, MoeCase{1, 1, 2, 2, true},
+                      // Expert TP below tp (TP peers in one EP group),
+                      // above tp (DP ranks' tokens gathered), with CP.
+                      MoeCase{2, 1, 2, 2, false, 1}, MoeCase{2, 1, 1, 2, false, 1},
+                      MoeCase{1, 1, 4, 2, false, 2}, MoeCase{2, 2, 1, 1, false, 4},
+                      MoeCase{4, 1, 1, 2, false, 2}),
+    [](const ::testing::TestParamInfo<MoeCase>& info) {
+      const MoeCase& m = info.param;
+      return "tp" + std::to_string(m.tp) + "_cp" + std::to_string(m.cp) + "_dp" +
+             std::to_string(m.dp) + "_ep" + std::to_string(m.ep) +
+             (m.etp > 0 ? "_etp" + std::to_string(m.etp) : "") +
+             (m.starve_ep_rank_1 ? "_starved" : "");
+    });
 
 }  // namespace
 }  // namespace parity

@@ -78,6 +78,59 @@ TEST(ParallelTopology, EpGroupsFollowMegatronsExpertRankOrder) {
   EXPECT_EQ(across.coordinates(3), (RankCoordinates{0, 0, 1}));
 }
 
+// Megatron's expert RankGenerator(tp=etp, ep, dp=edp, cp=1, order tp-cp-ep-dp-pp)
+// over the same ranks: within a stage, rank f = etp + ETP*(ep + EP*edp).
+TEST(ParallelTopology, ExpertTensorParallelFollowsMegatronsExpertRankGenerator) {
+  // tp2 dp2, etp1 ep2: the EP groups are the TP pairs, EDP runs along dp.
+  ParallelTopology below(2, 1, 2, 2, 1, 1);
+  EXPECT_EQ(below.etp(), 1);
+  EXPECT_EQ(below.expert_dp(), 2);
+  EXPECT_EQ(below.group_ranks(1, Axis::ep), (std::vector<int>{0, 1}));
+  EXPECT_EQ(below.group_ranks(1, Axis::etp), (std::vector<int>{1}));
+  EXPECT_EQ(below.group_ranks(1, Axis::edp), (std::vector<int>{1, 3}));
+  EXPECT_EQ(below.group_name(3, Axis::ep), "ep.etp0.edp1");
+  EXPECT_EQ(below.group_name(3, Axis::edp), "edp.etp0.ep1");
+  // tp1 dp4, etp2 ep2: expert TP pairs DP ranks, EP pairs the pairs.
+  ParallelTopology above(1, 1, 4, 2, 1, 2);
+  EXPECT_EQ(above.group_ranks(2, Axis::etp), (std::vector<int>{2, 3}));
+  EXPECT_EQ(above.group_ranks(2, Axis::ep), (std::vector<int>{0, 2}));
+  EXPECT_EQ(above.group_ranks(2, Axis::edp), (std::vector<int>{2}));
+  EXPECT_EQ(above.expert_tp_rank(3), 1);
+  EXPECT_EQ(above.ep_rank(3), 1);
+  EXPECT_EQ(above.group_name(3, Axis::etp), "etp.ep1.edp0");
+  // Pipeline stages: each stage tiles its own ranks (tp2 cp2 pp2, etp4).
+  ParallelTopology staged(2, 2, 1, 1, 2, 4);
+  EXPECT_EQ(staged.group_ranks(5, Axis::etp), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(staged.group_name(5, Axis::etp), "etp.ep0.edp0.pp1");
+  // Every expert axis partitions the world; each rank sits at its coordinate.
+  for (const ParallelTopology& t : {below, above, staged, ParallelTopology(4, 1, 2, 2, 1, 2)})
+    for (Axis axis : {Axis::etp, Axis::ep, Axis::edp}) {
+      std::set<int> seen;
+      for (int r = 0; r < t.world_size(); ++r) {
+        const std::vector<int> g = t.group_ranks(r, axis);
+        EXPECT_EQ(static_cast<int>(g.size()), t.size(axis));
+        EXPECT_EQ(g[static_cast<std::size_t>(t.coordinate(r, axis))], r);
+        for (int member : g) EXPECT_EQ(t.group_name(member, axis), t.group_name(r, axis));
+        seen.insert(g.begin(), g.end());
+      }
+      EXPECT_EQ(static_cast<int>(seen.size()), t.world_size());
+    }
+  // etp = tp is the layout without --etp (names included).
+  ParallelTopology same(2, 2, 2, 2, 1, 2);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(same.group_ranks(r, Axis::ep), ParallelTopology(2, 2, 2, 2).group_ranks(r, Axis::ep));
+    EXPECT_EQ(same.group_ranks(r, Axis::etp), same.group_ranks(r, Axis::tp));
+  }
+  EXPECT_EQ(same.group_name(7, Axis::ep), "ep.tp1.edp1");
+  // Failure reports name the expert coordinates when the experts have a TP size of their own.
+  EXPECT_EQ(to_string(below.coordinates(3)), "(tp=1, cp=0, dp=1, etp=0, ep=1, edp=1)");
+  EXPECT_EQ(to_string(same.coordinates(3)), "(tp=1, cp=1, dp=0)");
+  // The expert layout must tile the stage (Megatron's RuntimeError).
+  EXPECT_THROW(ParallelTopology(2, 1, 1, 2, 1, 2), std::invalid_argument);  // 4 over 2 ranks
+  EXPECT_THROW(ParallelTopology(1, 1, 3, 1, 1, 2), std::invalid_argument);
+  EXPECT_NO_THROW(ParallelTopology(2, 1, 1, 2, 1, 1));  // ep 2 over the TP pair
+}
+
 TEST(ParallelTopology, EpGroupsPartitionTheWorldForEveryLayout) {
   struct Layout {
     int tp, cp, dp, ep;

@@ -246,6 +246,8 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
         if (c.rotary_percent < 1.0) query_groups.insert("rotary-percent");
         if (c.rotary_interleaved) query_groups.insert("rotary-interleaved");
         if (c.norm_epsilon != 1e-5) query_groups.insert("norm-epsilon");
+        if (c.etp > 0 && c.etp != c.tp)
+          query_groups.insert(c.etp < c.tp ? "etp below tp" : "etp above tp");
         const std::string prefix =
             std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
         if (c.recompute.rfind("selective:", 0) == 0) {
@@ -267,7 +269,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   EXPECT_TRUE(missing.empty()) << "never generated: " << ::testing::PrintToString(missing);
   EXPECT_EQ(scopes.size(), 6u) << "graph scopes generated: " << ::testing::PrintToString(scopes);
   EXPECT_EQ(moe_logging.size(), 2u) << ::testing::PrintToString(moe_logging);
-  EXPECT_EQ(query_groups.size(), 9u) << ::testing::PrintToString(query_groups);
+  EXPECT_EQ(query_groups.size(), 11u) << ::testing::PrintToString(query_groups);
 }
 
 // The generators draw resumes (resume_invariance) at the scenario's layout and

@@ -5,10 +5,10 @@ Usage (inside the venv that ci/megatron-env prints):
     python tools/megatron/rank_layouts.py OUT.json
 
 For every world size of the grid it starts that many processes over Gloo on the CPU (a file
-rendezvous: no port), and for every layout (tp, cp, dp, pp, ep) of that size each process calls
+rendezvous: no port), and for every layout (tp, cp, dp, pp, ep, etp) of that size each process calls
 Megatron's initialize_model_parallel and records, from Megatron's own functions:
 
-  coordinates   its tp / cp / dp / pp / ep / expert-dp ranks (parallel_state)
+  coordinates   its tp / cp / dp / pp / ep / expert-dp / expert-tp ranks (parallel_state)
   cp_positions  the sequence positions it holds: get_batch_on_this_cp_rank on a batch of positions
   sp_positions  the rows of those it holds under sequence parallelism:
                 tensor_parallel.scatter_to_sequence_parallel_region
@@ -73,7 +73,9 @@ VARIANTS = {
 
 
 def layouts():
-    """(tp, cp, dp, pp, ep) by world size; ep divides cp * dp (parity's rule)."""
+    """(tp, cp, dp, pp, ep, etp) by world size: ep divides cp * dp with etp = tp (parity's
+    rule); and, on worlds of up to 4 ranks, every expert TP size other than tp whose expert layout
+    etp x ep tiles the stage (Megatron's rule)."""
     grid = {}
     for tp in (1, 2, 4, 8):
         for cp in (1, 2, 4):
@@ -82,11 +84,13 @@ def layouts():
                     world = tp * cp * dp * pp
                     if world < 2 or world > 8:
                         continue
+                    others = [e for e in (1, 2, 4) if e != tp and world <= 4]
                     for ep in (1, 2, 4, 8):
-                        if (cp * dp) % ep:
-                            continue
-                        grid.setdefault(world, []).append(
-                            {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": ep})
+                        for etp in [tp] + others:
+                            if (cp * dp) % ep if etp == tp else (tp * cp * dp) % (etp * ep):
+                                continue
+                            grid.setdefault(world, []).append(
+                                {"tp": tp, "cp": cp, "dp": dp, "pp": pp, "ep": ep, "etp": etp})
     return grid
 
 
@@ -118,6 +122,7 @@ def megatron_config(v, layout):
         apply_rope_fusion=False, params_dtype=torch.float32,
         tensor_model_parallel_size=layout["tp"],
         expert_model_parallel_size=layout["ep"],
+        expert_tensor_parallel_size=layout["etp"],
         sequence_parallel=moe and layout["tp"] > 1,
         num_moe_experts=v["experts"] or None, moe_router_topk=2,
         moe_ffn_hidden_size=v["ffn"] if moe else None,
@@ -136,7 +141,9 @@ def fits(v, layout):
         return False
     if groups >= tp and groups % tp:
         return False
-    return v["experts"] % layout["ep"] == 0 if v["experts"] else layout["ep"] == 1
+    if not v["experts"]:
+        return layout["ep"] == 1 and layout["etp"] == tp
+    return v["experts"] % layout["ep"] == 0 and v["ffn"] % layout["etp"] == 0
 
 
 def build_model(v, layout):
@@ -201,7 +208,8 @@ def rank_record(layout, sampler_class):
     rec = {"coordinates": {
         "tp": ps.get_tensor_model_parallel_rank(), "cp": ps.get_context_parallel_rank(),
         "dp": ps.get_data_parallel_rank(), "pp": ps.get_pipeline_model_parallel_rank(),
-        "ep": ps.get_expert_model_parallel_rank(), "edp": ps.get_expert_data_parallel_rank()}}
+        "ep": ps.get_expert_model_parallel_rank(), "edp": ps.get_expert_data_parallel_rank(),
+        "etp": ps.get_expert_tensor_parallel_rank()}}
     positions = torch.arange(SEQ).view(1, SEQ)
     batch = get_batch_on_this_cp_rank({"tokens": positions.clone(), "labels": positions.clone(),
                                        "position_ids": positions.clone()})
@@ -241,7 +249,8 @@ def worker(rank, world, tmp, grid):
     for layout in grid:
         ps.initialize_model_parallel(
             tensor_model_parallel_size=layout["tp"], pipeline_model_parallel_size=layout["pp"],
-            context_parallel_size=layout["cp"], expert_model_parallel_size=layout["ep"])
+            context_parallel_size=layout["cp"], expert_model_parallel_size=layout["ep"],
+            expert_tensor_parallel_size=layout["etp"])
         try:
             records.append(rank_record(layout, sampler_class))
         except Exception:  # noqa: BLE001 - reported with the layout, the run fails

@@ -134,6 +134,11 @@ std::string num(double v) {
 
 bool counting_phase(const std::string& phase) { return phase == "eager" || phase == "record"; }
 
+int shard_piece(const ParallelTopology& topology, int rank, const std::string& name) {
+  const bool expert = name.find(".experts.local_experts.") != std::string::npos;
+  return topology.coordinate(rank, expert ? Axis::etp : Axis::tp);
+}
+
 std::string metric_kind(const std::string& metric) {
   for (const MetricSpec& s : known_metrics())
     if (s.name == metric)

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "harness/checks/properties.h"
+#include "harness/parallel/topology.h"
 
 namespace parity::checks::detail {
 
@@ -19,6 +20,9 @@ bool counting_phase(const std::string& phase);  // eager or record
 inline constexpr const char* kParameterMetricKind = "parameters";
 std::string metric_kind(const std::string& metric);
 std::string run_list(const std::vector<const CheckRun*>& runs);  // "(a), (b), (c)"
+// Which piece of parameter `name` rank `rank` holds when the parameter is
+// sharded: its TP rank, a routed expert's its expert TP rank (etp).
+int shard_piece(const ParallelTopology& topology, int rank, const std::string& name);
 
 // The sharded runs compared with the single-rank run (sharded_reduction,
 // sharded_gradients): the scenario and its eager run without recompute; with

@@ -27,9 +27,10 @@ PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& run
   for (const CheckRun* run : runs) {
     const RunConfig& c = run->config;
     if (c.world_size() < 2) continue;
-    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp);
-    // (what: gradient or value, step, parameter, tp piece: the TP rank of a
-    // shard, -1 for a replica) -> (first rank, its digest) and how many copies agreed.
+    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp, c.etp);
+    // (what: gradient or value, step, parameter, piece: the TP rank of a
+    // shard, a routed expert's ETP rank, -1 for a replica) -> (first rank, its digest) and how many
+    // copies agreed.
     using Key = std::tuple<std::string, std::size_t, std::string, int>;
     std::map<Key, std::pair<int, std::string>> first;
     std::map<Key, int> count;
@@ -37,8 +38,8 @@ PropertyResult check_replica_consistency(const std::vector<const CheckRun*>& run
                        const std::string& name, const std::string& digest, const char* rule) {
       const auto split = r.parameter_tp.find(name);
       if (split == r.parameter_tp.end()) return;  // a result without placements
-      const int tp_rank = topology.coordinate(r.rank, Axis::tp);
-      const Key key{what, s, name, split->second == "shard" ? tp_rank : -1};
+      const Key key{what, s, name,
+                    split->second == "shard" ? shard_piece(topology, r.rank, name) : -1};
       const auto [it, inserted] = first.try_emplace(key, r.rank, digest);
       ++count[key];
       if (!inserted && it->second.second != digest)

@@ -46,21 +46,22 @@ PropertyResult check_sharded_gradients(const CheckRun& single,
   for (const CheckRun* run : sharded) {
     const RunConfig& c = run->config;
     if (c.world_size() < 2 || run->ranks.empty()) continue;
-    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp);
+    const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp, c.etp);
     for (std::size_t s = 0; s < want.size() && s < run->ranks[0].steps.size(); ++s) {
       check(*run, s, "loss", "loss", run->ranks[0].steps[s].loss, want[s].loss);
       if (!std::isnan(want[s].eval_loss))
         check(*run, s, "eval loss", "eval loss", run->ranks[0].steps[s].eval_loss,
               want[s].eval_loss);
-      // parameter -> piece (TP rank of a shard, -1 for a replica) -> its norm.
+      // parameter -> piece (TP rank of a shard, a routed expert's ETP rank, -1
+      // for a replica) -> its norm.
       std::map<std::string, std::map<int, double>> pieces;
       for (const RankRun& r : run->ranks) {
         if (s >= r.steps.size()) continue;
-        const int tp_rank = topology.coordinate(r.rank, Axis::tp);
         for (const auto& [name, norm] : r.steps[s].grad_norms) {
           const auto split = r.parameter_tp.find(name);
           if (split == r.parameter_tp.end()) continue;
-          pieces[name].try_emplace(split->second == "shard" ? tp_rank : -1, norm);
+          pieces[name].try_emplace(
+              split->second == "shard" ? shard_piece(topology, r.rank, name) : -1, norm);
         }
       }
       for (const auto& [name, norm] : want[s].grad_norms) {
