@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   model.micro_batch = 2;
   model.microbatches = 1;
   model.vocab = 32768;
-  model.dtype = parity::DType::bf16;
+  model.dtype = parity::ModelDType::bf16;
   model.timeout = 1200;
   model.steps = 6;
   int reference_steps = 0;
@@ -117,10 +117,10 @@ int main(int argc, char** argv) {
   std::printf(
       "| backend | graphs | metrics | step ms (median) | step ms (min) | tokens/s | "
       "metrics cost |\n|---|---|---|---|---|---|---|\n");
-  const std::pair<parity::GraphOption, const char*> modes[] = {
-      {parity::GraphOption::none, "eager"},
-      {parity::GraphOption::per_layer, "per-layer"},
-      {parity::GraphOption::full_iteration, "full-iteration"}};
+  const std::pair<parity::GraphMode, const char*> modes[] = {
+      {parity::GraphMode::none, "eager"},
+      {parity::GraphMode::per_layer, "per-layer"},
+      {parity::GraphMode::full_iteration, "full-iteration"}};
   for (const auto& [mode, label] : modes) {
     double without = 0;
     for (bool metrics : {false, true}) {

@@ -60,7 +60,7 @@ RunConfig base_model() {
   c.seq = 32;
   c.micro_batch = 2;
   c.vocab = 512;
-  c.dtype = parity::DType::fp32;
+  c.dtype = parity::ModelDType::fp32;
   c.timeout = 600;
   return c;
 }

@@ -58,11 +58,11 @@ void checkpoint_router(RunConfig& s) {
 
 // A graph captures the router and at least one step replays it.
 bool replay_router(RunConfig& s) {
-  if (s.graphs == GraphOption::none) {
+  if (s.graphs == GraphMode::none) {
     if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
-    s.graphs = GraphOption::per_layer;
+    s.graphs = GraphMode::per_layer;
   }
-  if (s.graphs == GraphOption::per_layer) {
+  if (s.graphs == GraphMode::per_layer) {
     std::string why;
     const auto scope = parse_graph_scope(s.graph_scope, &why);
     if (!scope || !scope->captures_router()) s.graph_scope = "";  // the whole layer
@@ -88,8 +88,8 @@ void resume(RunConfig& s) {
 // Adam, in fp64 (check.cpp's note: fp32 rounding is no match for Adam's
 // normalized updates), updating.
 void adam(RunConfig& s) {
-  s.optimizer = OptimizerOption::adam;
-  s.dtype = DType::fp64;
+  s.optimizer = OptimizerKind::adam;
+  s.dtype = ModelDType::fp64;
   s.fp32_residual = false;
   if (!(s.lr > 0) || s.lr > 0.01) s.lr = 0.01;
 }
@@ -101,7 +101,7 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // A weight in two reentrant checkpoints of one backward: the MTP layer
     // repeated over two depths, checkpointed by full recompute or inside it
     // by selective mlp. MTP and the hooks run without graphs.
-    s.graphs = GraphOption::none;
+    s.graphs = GraphMode::none;
     s.graph_scope.clear();
     s.observe_wgrad = true;
     s.mtp_layers = 2;
@@ -116,7 +116,7 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
   } else if (fault == fault_recompute_rng_not_restored) {
     // Dropout inside a checkpoint: parity's dropout sits in bias-dropout-add,
     // which only full recompute checkpoints (rejected with per-layer graphs).
-    if (s.graphs == GraphOption::per_layer) return false;
+    if (s.graphs == GraphMode::per_layer) return false;
     if (!(s.dropout > 0)) s.dropout = 0.1;
     if (s.recompute.rfind("full-", 0) != 0) {
       s.recompute = "full-uniform";
@@ -124,25 +124,24 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     }
   } else if (fault == fault_warmup_counted_as_step) {
     // Per-layer graphs with a warmup run and a step after the capture.
-    if (s.graphs != GraphOption::per_layer) {
+    if (s.graphs != GraphMode::per_layer) {
       if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
-      s.graphs = GraphOption::per_layer;
+      s.graphs = GraphMode::per_layer;
     }
     s.graph_warmup = std::max(s.graph_warmup, 1);
     s.steps = std::max(s.steps, 2);
   } else if (fault == fault_static_grad_aliasing) {
     // Per-layer graphs, a replay step, and a later microbatch whose replay
     // overwrites the gradient an earlier one handed back.
-    if (s.graphs != GraphOption::per_layer) {
+    if (s.graphs != GraphMode::per_layer) {
       if (s.recompute.rfind("full-", 0) == 0) return false;  // rejected with graphs (Megatron)
-      s.graphs = GraphOption::per_layer;
+      s.graphs = GraphMode::per_layer;
     }
     s.steps = std::max(s.steps, 2);
     s.microbatches = std::max(s.microbatches, 2);
   } else if (fault == fault_observe_forced_logits) {
     // Forced routing, which the router must not observe.
-    if (s.moe_force_routing == ForceRoutingOption::none)
-      s.moe_force_routing = ForceRoutingOption::random;
+    if (s.moe_force_routing == ForcedRouting::none) s.moe_force_routing = ForcedRouting::random;
   } else if (fault == fault_expert_skip_empty_rank) {
     // An EP rank that receives no token: EP 2 where the layout allows it,
     // and biased routing, which sends every token to experts 0..k-1, all on
@@ -152,7 +151,7 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     // An expert TP size whose layout no longer tiles the stage: the default.
     if (s.etp > 0 && (s.tp * s.cp * s.dp) % (2 * s.etp) != 0) s.etp = 0;
     s.moe_topk = std::min(s.moe_topk, s.moe_experts / 2);
-    s.moe_force_routing = ForceRoutingOption::biased;
+    s.moe_force_routing = ForcedRouting::biased;
     // The skipped collectives may leave ranks blocked in different groups,
     // which no fingerprint sees: the hang detector reports them at the timeout.
     s.timeout = 10;
@@ -203,8 +202,8 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
     if (s.pp < 2) return false;
     if (s.mtp_layers == 0) {
       s.mtp_layers = 1;
-      s.position_embedding = PositionEmbeddingOption::rope;
-      s.graphs = GraphOption::none;  // MTP runs eagerly
+      s.position_embedding = PositionEmbeddingKind::rope;
+      s.graphs = GraphMode::none;  // MTP runs eagerly
       s.graph_scope.clear();
       if (!s.pp_layout.empty() && s.pp_layout.back() == 'L')
         s.pp_layout.insert(s.pp_layout.size() - 1, "m");

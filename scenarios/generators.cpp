@@ -53,7 +53,7 @@ bool sometimes(std::size_t in_how_many) {
 // Per-layer graphs whose scope captures the router (router metrics are then
 // rejected, megatron-reference 7.11).
 bool router_captured(const RunConfig& c) {
-  return c.graphs == GraphOption::per_layer &&
+  return c.graphs == GraphMode::per_layer &&
          parse_graph_scope(c.graph_scope, nullptr).value_or(GraphScope{}).captures_router();
 }
 }  // namespace
@@ -83,17 +83,18 @@ void pick_model_shape(RunConfig& c) {
   c.layers = weighted<int>({{4, 1}, {4, 2}, {2, 3}, {1, 4}});
   c.micro_batch = weighted<int>({{3, 1}, {1, 2}});
   c.microbatches = weighted<int>({{3, 1}, {2, 2}, {1, 3}});
-  c.dtype = weighted<DType>({{6, DType::fp32}, {3, DType::fp64}, {1, DType::bf16}});
+  c.dtype =
+      weighted<ModelDType>({{6, ModelDType::fp32}, {3, ModelDType::fp64}, {1, ModelDType::bf16}});
   c.dropout = weighted<double>({{4, 0.0}, {1, 0.1}});
-  c.norm = weighted<NormOption>({{3, NormOption::layernorm}, {1, NormOption::rmsnorm}});
-  c.activation = weighted<ActivationOption>({{3, ActivationOption::gelu}, {1, ActivationOption::swiglu}});
+  c.norm = weighted<NormKind>({{3, NormKind::layer_norm}, {1, NormKind::rms_norm}});
+  c.activation = weighted<ActivationKind>({{3, ActivationKind::gelu}, {1, ActivationKind::swiglu}});
   // Every dtype with and without an fp32 residual stream (fp64 + fp32 residual
   // rounds like fp32: tolerance.h), so recompute x dtype x residual is covered.
   c.fp32_residual = sometimes(3);
   // Megatron's model options (rotary positions, tied embeddings, bias-free
   // linears); the defaults first, so they shrink away.
-  c.position_embedding = weighted<PositionEmbeddingOption>(
-      {{3, PositionEmbeddingOption::learned}, {1, PositionEmbeddingOption::rope}});
+  c.position_embedding = weighted<PositionEmbeddingKind>(
+      {{3, PositionEmbeddingKind::learned}, {1, PositionEmbeddingKind::rope}});
   c.untie = !sometimes(4);
   c.bias_linear = !sometimes(4);
   // Grouped-query attention: a divisor of heads (heads is tp or 2 tp, so every
@@ -109,7 +110,7 @@ void pick_model_shape(RunConfig& c) {
   c.qk_layernorm = sometimes(4);
   // Megatron's rotary options under rope (half of a head dimension of at least
   // 4 always rotates), and the norm epsilon.
-  if (c.position_embedding == PositionEmbeddingOption::rope) {
+  if (c.position_embedding == PositionEmbeddingKind::rope) {
     c.rotary_base = sometimes(4) ? 500000.0 : 10000.0;
     c.rotary_percent = sometimes(4) ? 0.5 : 1.0;
     c.rotary_interleaved = sometimes(4);
@@ -132,9 +133,8 @@ void pick_moe(RunConfig& c, bool always) {
   if (!always && !sometimes(4)) return;
   c.moe_experts = weighted<int>({{2, 2}, {2, 4}});
   c.moe_topk = 1 + static_cast<int>(index_below(std::min(2, c.moe_experts)));
-  c.moe_score = weighted<RouterScoreOption>({{3, RouterScoreOption::softmax},
-                                             {1, RouterScoreOption::sigmoid},
-                                             {1, RouterScoreOption::sqrt_softplus}});
+  c.moe_score = weighted<RouterScore>(
+      {{3, RouterScore::softmax}, {1, RouterScore::sigmoid}, {1, RouterScore::sqrt_softplus}});
   c.moe_ffn_hidden = sometimes(3) ? c.hidden : 0;  // multiples of tp either way
   c.moe_layers = c.layers > 1 && sometimes(3) ? "every:2" : "all";
   c.moe_aux_loss = sometimes(3) ? 0.01 : 0.0;
@@ -142,9 +142,8 @@ void pick_moe(RunConfig& c, bool always) {
   c.moe_expert_bias = sometimes(4) ? 0.01 : 0.0;
   c.moe_capacity_factor = weighted<double>({{3, 0.0}, {1, 1.0}, {1, 1.5}});
   c.moe_shared_expert_ffn = sometimes(4) ? c.hidden : 0;
-  c.moe_force_routing = weighted<ForceRoutingOption>({{4, ForceRoutingOption::none},
-                                                      {1, ForceRoutingOption::random},
-                                                      {1, ForceRoutingOption::biased}});
+  c.moe_force_routing = weighted<ForcedRouting>(
+      {{4, ForcedRouting::none}, {1, ForcedRouting::random}, {1, ForcedRouting::biased}});
   c.padding_fraction = sometimes(3) ? 0.25 : 0.0;
   // Expert parallelism inside cp x dp (Megatron's layout), experts split evenly.
   const int cp_dp = c.cp * c.dp;
@@ -160,15 +159,15 @@ void pick_moe(RunConfig& c, bool always) {
 }
 
 void pick_graphs(RunConfig& c) {
-  c.graphs = weighted<GraphOption>(
-      {{5, GraphOption::none}, {3, GraphOption::per_layer}, {2, GraphOption::full_iteration}});
+  c.graphs = weighted<GraphMode>(
+      {{5, GraphMode::none}, {3, GraphMode::per_layer}, {2, GraphMode::full_iteration}});
   c.graph_warmup = one_of<int>({0, 1, 2});
   switch (c.graphs) {
-    case GraphOption::none:
+    case GraphMode::none:
       c.graph_warmup = 1;  // unused: the default, so it shrinks away
       c.steps = weighted<int>({{2, 1}, {3, 2}, {1, 3}});
       break;
-    case GraphOption::per_layer: {  // step 0 records, later steps replay
+    case GraphMode::per_layer: {  // step 0 records, later steps replay
       c.steps = one_of<int>({2, 3});
       // Partial graphs (Megatron's cuda_graph_scope) half the time; "moe"
       // only with drop-and-pad (its rule, graph_scope_violations).
@@ -181,7 +180,7 @@ void pick_graphs(RunConfig& c) {
       c.graph_scope = sometimes(2) ? one_of(scopes) : "";
       break;
     }
-    case GraphOption::full_iteration:  // warmup steps, the capture step, a replay
+    case GraphMode::full_iteration:  // warmup steps, the capture step, a replay
       c.steps = c.graph_warmup + 2;
       break;
   }
@@ -189,19 +188,19 @@ void pick_graphs(RunConfig& c) {
 
 void pick_recompute(RunConfig& c) {
   // Full recompute with per-layer graphs is rejected (as in Megatron).
-  const RecomputeOption kind =
-      c.graphs == GraphOption::per_layer
-          ? weighted<RecomputeOption>({{4, RecomputeOption::none}, {3, RecomputeOption::selective}})
-          : weighted<RecomputeOption>({{4, RecomputeOption::none},
-                                       {2, RecomputeOption::full_uniform},
-                                       {2, RecomputeOption::full_block},
-                                       {3, RecomputeOption::selective}});
+  const RecomputeKind kind =
+      c.graphs == GraphMode::per_layer
+          ? weighted<RecomputeKind>({{4, RecomputeKind::none}, {3, RecomputeKind::selective}})
+          : weighted<RecomputeKind>({{4, RecomputeKind::none},
+                                     {2, RecomputeKind::full_uniform},
+                                     {2, RecomputeKind::full_block},
+                                     {3, RecomputeKind::selective}});
   c.recompute_layers = 1;
   switch (kind) {
-    case RecomputeOption::none:
+    case RecomputeKind::none:
       c.recompute = "none";
       break;
-    case RecomputeOption::full_uniform: {
+    case RecomputeKind::full_uniform: {
       std::vector<int> divisors;
       for (int d = 1; d <= c.layers; ++d)
         if (c.layers % d == 0) divisors.push_back(d);
@@ -209,11 +208,11 @@ void pick_recompute(RunConfig& c) {
       c.recompute_layers = one_of(divisors);
       break;
     }
-    case RecomputeOption::full_block:
+    case RecomputeKind::full_block:
       c.recompute = "full-block";
       c.recompute_layers = 1 + static_cast<int>(index_below(c.layers));
       break;
-    case RecomputeOption::selective:
+    case RecomputeKind::selective:
       // Under graph scope moe_router a layernorm or moe checkpoint would span
       // the router graph and the eager experts (rejected).
       if (c.graph_scope.find("moe_router") != std::string::npos) {
@@ -320,7 +319,7 @@ void pick_mtp(RunConfig& c) {
   // Drawn last too. MTP depths (a quarter of the scenarios, repeated on half of
   // the two-depth ones) and the weight-gradient sites (a quarter), both eager
   // only (parity runs them without graphs).
-  if (c.graphs != GraphOption::none) return;
+  if (c.graphs != GraphMode::none) return;
   if (sometimes(4)) {
     c.mtp_layers = sometimes(2) ? 2 : 1;
     c.mtp_repeated_layer = c.mtp_layers == 2 && sometimes(2);
@@ -351,14 +350,14 @@ bool make_idle_ep_rank(RunConfig& c) {
   c.ep = 2;
   // An expert TP size whose layout no longer tiles the stage: the default.
   if (c.etp > 0 && (c.tp * c.cp * c.dp) % (2 * c.etp) != 0) c.etp = 0;
-  c.moe_force_routing = ForceRoutingOption::biased;
+  c.moe_force_routing = ForcedRouting::biased;
   c.moe_topk = std::min(c.moe_topk, c.moe_experts / 2);
   return true;
 }
 
 bool make_idle_experts(RunConfig& c) {
   if (c.moe_experts < 2) return false;
-  c.moe_force_routing = ForceRoutingOption::biased;
+  c.moe_force_routing = ForcedRouting::biased;
   c.moe_topk = std::min(c.moe_topk, c.moe_experts - 1);
   return true;
 }
@@ -428,8 +427,8 @@ void pick_resume(RunConfig& c) {
     return;
   }
   c.resume_layout = one_of(valid);
-  if (c.dtype == DType::fp64 && !c.fp32_residual && sometimes(3)) {
-    c.optimizer = OptimizerOption::adam;
+  if (c.dtype == ModelDType::fp64 && !c.fp32_residual && sometimes(3)) {
+    c.optimizer = OptimizerKind::adam;
     if (c.lr > 0) c.lr = 0.01;
   }
 }
@@ -480,7 +479,7 @@ void pick_pipeline(RunConfig& c) {
   if (sometimes(4)) {
     c.mtp_layers = sometimes(2) ? 2 : 1;
     c.mtp_repeated_layer = c.mtp_layers == 2 && sometimes(2);
-    c.position_embedding = PositionEmbeddingOption::rope;
+    c.position_embedding = PositionEmbeddingKind::rope;
   }
   const int placement = weighted<int>({{4, 0}, {1, 1}, {1, 2}});
   if (placement == 1 && c.vpp == 1) {
@@ -500,11 +499,11 @@ void pick_pipeline(RunConfig& c) {
   pick_graphs(c);
   // MTP depths run eagerly (docs/model.md): no graphs with them.
   if (c.mtp_layers > 0) {
-    c.graphs = GraphOption::none;
+    c.graphs = GraphMode::none;
     c.graph_scope.clear();
   }
   // Eager only; per chunk: a backward step delivers its chunk's sites.
-  c.observe_wgrad = c.graphs == GraphOption::none && sometimes(4);
+  c.observe_wgrad = c.graphs == GraphMode::none && sometimes(4);
   c.check_collectives = sometimes(2);
 }
 
@@ -521,7 +520,7 @@ void pick_pipeline_moe(RunConfig& c) {
   }
   // Per-layer graphs over MoE layers: the whole layer, or Megatron's partial
   // scopes (the router graph; "moe" only with drop-and-pad), on every stage.
-  if (c.graphs == GraphOption::per_layer && sometimes(2)) {
+  if (c.graphs == GraphMode::per_layer && sometimes(2)) {
     std::vector<std::string> scopes = {"attn"};
     // A layernorm checkpoint would span the router graph and the eager
     // experts (graph_scope_violations): the MoE scopes only without it.
@@ -535,9 +534,9 @@ void pick_pipeline_moe(RunConfig& c) {
   // The MoE block's own checkpoint, the router metrics (eager only: a graph
   // may capture the router) and the tracker, which every stage joins.
   // (Megatron refuses to checkpoint the MoE block a graph captures part of.)
-  if (c.graphs == GraphOption::none && c.recompute.rfind("selective:", 0) == 0 && sometimes(2))
+  if (c.graphs == GraphMode::none && c.recompute.rfind("selective:", 0) == 0 && sometimes(2))
     c.recompute += ",moe";
-  if (c.graphs == GraphOption::none)
+  if (c.graphs == GraphMode::none)
     for (const std::string& m : router_metric_names())
       if (sometimes(3)) c.metrics.push_back(m);
   pick_moe_logging(c);

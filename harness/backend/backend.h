@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/backend/graph_mode.h"
 #include "harness/observation/graph_phase.h"
 
 namespace c10 {
@@ -80,7 +81,7 @@ class RngTracker {
 // a replay execute. harness/graphs/PhasedGraphRunner implements the phase
 // state machine every backend shares; the reference emulates capture/replay on
 // the CPU, a CUDA runner would use stream capture and graph launches.
-enum class GraphMode : std::int8_t { none, per_layer, full_iteration };
+// GraphMode: graph_mode.h.
 
 struct GraphSettings {
   GraphMode mode = GraphMode::none;

@@ -32,7 +32,7 @@ std::string describe(const RunConfig& c) {
   if (c.recompute == "full-uniform" || c.recompute == "full-block")
     s += " (" + std::to_string(c.recompute_layers) + ")";
   s += ", graphs " + std::string(to_string(c.graphs));
-  if (c.graphs != GraphOption::none)
+  if (c.graphs != GraphMode::none)
     s += " (warmup " + std::to_string(c.graph_warmup) +
          (c.graph_scope.empty() ? "" : ", scope " + c.graph_scope) + ")";
   s += ", " + std::to_string(c.metrics.size()) + " metric(s), " + std::to_string(c.steps) +
@@ -74,12 +74,12 @@ std::string secs(double s) {
 
 std::vector<ConfigViolation> validate_check_scenario(const RunConfig& scenario) {
   RunConfig validated = scenario;
-  if (scenario.graphs == GraphOption::full_iteration)
+  if (scenario.graphs == GraphMode::full_iteration)
     validated.metrics = parameter_metrics_of(scenario.metrics);
   std::vector<ConfigViolation> out = validate_run_config(validated);
   if (validated.metrics.size() < scenario.metrics.size()) {
     RunConfig names_only = scenario;
-    names_only.graphs = GraphOption::none;
+    names_only.graphs = GraphMode::none;
     names_only.graph_scope.clear();
     for (ConfigViolation& v : validate_run_config(names_only))
       if (v.field == "metrics") out.push_back(std::move(v));
@@ -100,12 +100,13 @@ CheckPlan plan_check(const RunConfig& scenario) {
     p.metrics = default_check_metrics();
     p.notes.push_back("the scenario names no metric: every residual and logit metric is checked");
   }
-  if (scenario.graphs == GraphOption::full_iteration)
+  if (scenario.graphs == GraphMode::full_iteration)
     p.notes.push_back(
         run_ref(variant::scenario) +
         " runs without forward metrics: they are rejected under full-iteration graphs "
         "(contract.md section 3); its traces show the silence after the capture");
-  if (scenario.optimizer == OptimizerOption::adam && computation_precision(scenario) != DType::fp64)
+  if (scenario.optimizer == OptimizerKind::adam &&
+      computation_precision(scenario) != ModelDType::fp64)
     p.notes.push_back(
         "Adam divides each update by the gradient's running magnitude, so a gradient that is zero "
         "up to rounding (the key bias's, with learned positions) moves its parameter by up to lr "

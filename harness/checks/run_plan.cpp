@@ -136,7 +136,7 @@ RunConfig run_config(RunVariant v, const RunConfig& scenario,
   c.trace = "(parity check)";  // any non-empty value: the rank program records a trace
   c.metrics = metrics;
   if (v.has(RunChange::eager)) {
-    c.graphs = GraphOption::none;
+    c.graphs = GraphMode::none;
     c.graph_scope.clear();  // a scope needs per-layer graphs
     c.inject = code_path_faults_of(scenario.inject, scenario.world_size());
   }
@@ -152,10 +152,10 @@ RunConfig run_config(RunVariant v, const RunConfig& scenario,
   if (v.has(RunChange::without_dropout)) c.dropout = 0;
   if (v.has(RunChange::reference_backend)) c.backend = kReferenceBackend;
   if (v.has(RunChange::router_inputs_changed)) {
-    c.moe_force_routing = ForceRoutingOption::none;
+    c.moe_force_routing = ForcedRouting::none;
     if (scenario.padding_fraction > 0) c.padding_token_shift = 1;
   }
-  if (c.graphs == GraphOption::full_iteration) c.metrics = parameter_metrics_of(metrics);
+  if (c.graphs == GraphMode::full_iteration) c.metrics = parameter_metrics_of(metrics);
   if (!v.has(RunChange::resumed)) {
     c.resume_at = 0;
     c.resume_layout.clear();

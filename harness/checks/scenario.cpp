@@ -32,7 +32,7 @@ RunConfig default_check_scenario() {
   c.layers = 2;
   c.steps = 2;
   c.recompute = "selective:core_attn,layernorm,mlp";
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   c.graph_warmup = 1;
   c.metrics = default_check_metrics();
   return c;

@@ -4,21 +4,21 @@ namespace parity::checks {
 
 namespace {
 // Precision order, lowest first.
-int rank_of(DType d) {
+int rank_of(ModelDType d) {
   switch (d) {
-    case DType::bf16:
+    case ModelDType::bf16:
       return 0;
-    case DType::fp32:
+    case ModelDType::fp32:
       return 1;
-    case DType::fp64:
+    case ModelDType::fp64:
       return 2;
   }
   return 1;
 }
 }  // namespace
 
-DType computation_precision(const RunConfig& config) {
-  const DType residual = config.fp32_residual ? DType::fp32 : config.dtype;
+ModelDType computation_precision(const RunConfig& config) {
+  const ModelDType residual = config.fp32_residual ? ModelDType::fp32 : config.dtype;
   return rank_of(residual) < rank_of(config.dtype) ? residual : config.dtype;
 }
 
@@ -26,17 +26,17 @@ Tolerances tolerances_for(const RunConfig& config) {
   Tolerances t;
   t.precision = computation_precision(config);
   switch (t.precision) {
-    case DType::fp64:
+    case ModelDType::fp64:
       t.gradient = 1e-12;
       t.metric = 1e-10;
       t.backend = 1e-10;
       break;
-    case DType::fp32:
+    case ModelDType::fp32:
       t.gradient = 1e-6;
       t.metric = 1e-5;
       t.backend = 1e-5;
       break;
-    case DType::bf16:
+    case ModelDType::bf16:
       t.gradient = 1e-2;
       t.metric = 5e-2;
       t.backend = 2e-2;

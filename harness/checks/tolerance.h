@@ -11,9 +11,9 @@
 namespace parity::checks {
 
 struct Tolerances {
-  DType precision = DType::fp32;  // the lowest precision the computation runs in
-  double gradient = 1e-6;         // recompute_invariance, graph_replay's later-step losses
-  double metric = 1e-5;           // sharded_reduction
+  ModelDType precision = ModelDType::fp32;  // the lowest precision the computation runs in
+  double gradient = 1e-6;  // recompute_invariance, graph_replay's later-step losses
+  double metric = 1e-5;    // sharded_reduction
   // backend_parity: another backend against the reference (contract.md section 5:
   // fp64 1e-10, fp32 1e-5; bf16 2e-2, provisional until measured on a GPU,
   // docs/properties.md).
@@ -23,7 +23,7 @@ struct Tolerances {
 };
 
 // The lowest of the model dtype and the residual stream's dtype.
-DType computation_precision(const RunConfig& config);
+ModelDType computation_precision(const RunConfig& config);
 // fp64: gradient rel 1e-12, metric 1e-10, backend 1e-10; fp32: 1e-6, 1e-5, 1e-5;
 // bf16: 1e-2, 5e-2, 2e-2.
 Tolerances tolerances_for(const RunConfig& config);

@@ -19,10 +19,10 @@ namespace {
 
 // A trace's dtype name as the precision the tolerance rule knows; the lowest
 // precision rule for half types (bf16's tolerance is the loosest parity has).
-DType precision_of(const std::string& dtype) {
-  if (dtype == "float64") return DType::fp64;
-  if (dtype == "float32") return DType::fp32;
-  return DType::bf16;
+ModelDType precision_of(const std::string& dtype) {
+  if (dtype == "float64") return ModelDType::fp64;
+  if (dtype == "float32") return ModelDType::fp32;
+  return ModelDType::bf16;
 }
 
 bool close(const std::string& dtype, double a, double b, double* rel, std::string* rule) {

@@ -36,7 +36,7 @@ void print_run_header(const RunConfig& c, std::ostream& out) {
                      : "")
       << (c.moe_experts > 0 ? ", ep " + std::to_string(c.ep) : "") << ", launch "
       << to_string(c.launch) << "; " << c.steps << " step(s), "
-      << (c.optimizer == OptimizerOption::adam ? "Adam" : "SGD") << " lr " << c.lr << ", seed "
+      << (c.optimizer == OptimizerKind::adam ? "Adam" : "SGD") << " lr " << c.lr << ", seed "
       << c.seed << std::endl;
 }
 

@@ -8,13 +8,13 @@
 namespace parity {
 namespace {
 
-double dtype_bytes(DType d) {
+double dtype_bytes(ModelDType d) {
   switch (d) {
-    case DType::fp64:
+    case ModelDType::fp64:
       return 8;
-    case DType::bf16:
+    case ModelDType::bf16:
       return 2;
-    case DType::fp32:
+    case ModelDType::fp32:
       break;
   }
   return 4;
@@ -41,7 +41,7 @@ MemoryEstimate estimate_rank_memory(const RunConfig& c) {
   const double h = c.hidden, tp = c.tp, pp = std::max(1, c.pp);
   const double layers = double(c.layers) / pp;
   const double ffn = c.moe_experts > 0 && c.moe_ffn_hidden > 0 ? c.moe_ffn_hidden : c.ffn_hidden;
-  const double fc1 = c.activation == ActivationOption::swiglu ? 2 * ffn : ffn;
+  const double fc1 = c.activation == ActivationKind::swiglu ? 2 * ffn : ffn;
   // Weights: attention (qkv + proj), the MLP (fc1, fc2) or this rank's experts.
   const double experts_here =
       c.moe_experts > 0 ? std::max(1.0, static_cast<double>(c.moe_experts) / c.ep) : 1.0;
@@ -55,7 +55,7 @@ MemoryEstimate estimate_rank_memory(const RunConfig& c) {
   const double mlp_tp = c.moe_experts > 0 && c.etp > 0 ? c.etp : tp;
   const double layer_weights = attention / tp + experts_here * (fc1 + ffn) * h / mlp_tp;
   double weights = layers * layer_weights + c.vocab * h / tp * (c.untie ? 2 : 1) / pp;
-  if (c.position_embedding == PositionEmbeddingOption::learned) weights += double(c.seq) * h / pp;
+  if (c.position_embedding == PositionEmbeddingKind::learned) weights += double(c.seq) * h / pp;
   MemoryEstimate e;
   e.parameters = 2 * b * weights;  // the weights and their gradients
   // One microbatch on this rank: a residual-sized tensor per layer kept for

@@ -16,19 +16,12 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.seq = c.seq;
   m.micro_batch = c.micro_batch;
   m.vocab = c.vocab;
-  switch (c.dtype) {
-    case DType::fp32: m.dtype = ModelDType::fp32; break;
-    case DType::fp64: m.dtype = ModelDType::fp64; break;
-    case DType::bf16: m.dtype = ModelDType::bf16; break;
-  }
+  m.dtype = c.dtype;
   m.fp32_residual = c.fp32_residual;
   m.dropout = c.dropout;
-  m.norm = c.norm == NormOption::rmsnorm ? NormKind::rms_norm : NormKind::layer_norm;
-  m.activation = c.activation == ActivationOption::swiglu ? ActivationKind::swiglu
-                                                          : ActivationKind::gelu;
-  m.position_embedding = c.position_embedding == PositionEmbeddingOption::rope
-                             ? PositionEmbeddingKind::rope
-                             : PositionEmbeddingKind::learned;
+  m.norm = c.norm;
+  m.activation = c.activation;
+  m.position_embedding = c.position_embedding;
   m.rotary_base = c.rotary_base;
   m.rotary_percent = c.rotary_percent;
   m.rotary_interleaved = c.rotary_interleaved;
@@ -41,39 +34,20 @@ ModelConfig model_config_from(const RunConfig& c) {
   if (c.runtime_gather_output != RuntimeGatherOption::unset)
     m.runtime_gather_output = c.runtime_gather_output == RuntimeGatherOption::on;
   const RecomputeSpec recompute = c.recompute_spec();
-  switch (recompute.kind) {
-    case RecomputeOption::none: m.recompute = RecomputeKind::none; break;
-    case RecomputeOption::full_uniform: m.recompute = RecomputeKind::full_uniform; break;
-    case RecomputeOption::full_block: m.recompute = RecomputeKind::full_block; break;
-    case RecomputeOption::selective: m.recompute = RecomputeKind::selective; break;
-  }
+  m.recompute = recompute.kind;
   m.recompute_modules.core_attn = recompute.has("core_attn");
   m.recompute_modules.layernorm = recompute.has("layernorm");
   m.recompute_modules.mlp = recompute.has("mlp");
   m.recompute_modules.moe = recompute.has("moe");
   m.recompute_layers = c.recompute_layers;
-  switch (c.graphs) {
-    case GraphOption::none: m.graphs = GraphMode::none; break;
-    case GraphOption::per_layer: m.graphs = GraphMode::per_layer; break;
-    case GraphOption::full_iteration: m.graphs = GraphMode::full_iteration; break;
-  }
+  m.graphs = c.graphs;
   m.graph_warmup = c.graph_warmup;
   // A scope that does not parse maps to the whole layer (validate_run_config says why).
   m.graph_scope = parse_graph_scope(c.graph_scope, nullptr).value_or(GraphScope{});
   m.moe.experts = c.moe_experts;
   m.moe.expert_tp = c.etp;
   m.moe.topk = c.moe_topk;
-  switch (c.moe_score) {
-    case RouterScoreOption::softmax:
-      m.moe.score = RouterScore::softmax;
-      break;
-    case RouterScoreOption::sigmoid:
-      m.moe.score = RouterScore::sigmoid;
-      break;
-    case RouterScoreOption::sqrt_softplus:
-      m.moe.score = RouterScore::sqrt_softplus;
-      break;
-  }
+  m.moe.score = c.moe_score;
   m.moe.ffn_hidden = c.moe_ffn_hidden;
   m.moe.layers = c.moe_layers;
   m.moe.aux_loss_coef = c.moe_aux_loss;
@@ -83,17 +57,7 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.moe.expert_bias_rate = c.moe_expert_bias;
   m.moe.capacity_factor = c.moe_capacity_factor;
   m.moe.shared_expert_ffn = c.moe_shared_expert_ffn;
-  switch (c.moe_force_routing) {
-    case ForceRoutingOption::none:
-      m.moe.force_routing = ForcedRouting::none;
-      break;
-    case ForceRoutingOption::random:
-      m.moe.force_routing = ForcedRouting::random;
-      break;
-    case ForceRoutingOption::biased:
-      m.moe.force_routing = ForcedRouting::biased;
-      break;
-  }
+  m.moe.force_routing = c.moe_force_routing;
   m.moe.padding_fraction = c.padding_fraction;
   m.mtp_layers = c.mtp_layers;
   m.mtp_repeated_layer = c.mtp_repeated_layer;

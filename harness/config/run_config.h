@@ -12,64 +12,35 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "harness/backend/graph_mode.h"
+#include "harness/model/model_options.h"
 #include "harness/runtime/launch_spec.h"  // LaunchMode
 
 namespace parity {
 
-enum class DType { fp32, fp64, bf16 };
-enum class NormOption { layernorm, rmsnorm };
-enum class ActivationOption { gelu, swiglu };
-enum class PositionEmbeddingOption { learned, rope };
-enum class GraphOption { none, per_layer, full_iteration };
-enum class RecomputeOption { none, full_uniform, full_block, selective };
-// What the training loop passes as the forward's runtime_gather_output:
-// nothing ("unset", the constructor flag decides), or a value that wins.
+// The model's enum options are the model's own types (model_options.h,
+// graph_mode.h: one spelling table each, used by to_string, the parsers and
+// --help). What the training loop passes as the forward's
+// runtime_gather_output: nothing ("unset", the constructor flag decides), or a
+// value that wins.
 enum class RuntimeGatherOption { unset, on, off };
-enum class RouterScoreOption { softmax, sigmoid, sqrt_softplus };
-enum class ForceRoutingOption { none, random, biased };
-enum class OptimizerOption { sgd, adam };
+inline constexpr OptionNames<RuntimeGatherOption, 3> kRuntimeGatherNames{
+    {{RuntimeGatherOption::unset, "unset"},
+     {RuntimeGatherOption::on, "on"},
+     {RuntimeGatherOption::off, "off"}}};
+constexpr const auto& option_names(RuntimeGatherOption) { return kRuntimeGatherNames; }
+inline std::string_view to_string(RuntimeGatherOption v) { return option_name(v); }
 
 std::string_view to_string(LaunchMode v);
-std::string_view to_string(DType v);
-std::string_view to_string(NormOption v);
-std::string_view to_string(ActivationOption v);
-std::string_view to_string(PositionEmbeddingOption v);
-std::string_view to_string(GraphOption v);
-std::string_view to_string(RecomputeOption v);
-std::string_view to_string(RuntimeGatherOption v);
-std::string_view to_string(RouterScoreOption v);
-std::string_view to_string(ForceRoutingOption v);
-std::string_view to_string(OptimizerOption v);
-
-// The spelling of every enum value is the CLI/JSON spelling ("full-iteration").
 std::optional<LaunchMode> parse_launch_mode(std::string_view s);
-std::optional<DType> parse_dtype(std::string_view s);
-std::optional<NormOption> parse_norm(std::string_view s);
-std::optional<ActivationOption> parse_activation(std::string_view s);
-std::optional<PositionEmbeddingOption> parse_position_embedding(std::string_view s);
-std::optional<GraphOption> parse_graph_mode(std::string_view s);
-std::optional<RuntimeGatherOption> parse_runtime_gather(std::string_view s);
-std::optional<RouterScoreOption> parse_router_score(std::string_view s);
-std::optional<ForceRoutingOption> parse_force_routing(std::string_view s);
-std::optional<OptimizerOption> parse_optimizer(std::string_view s);
-// "a, b, c": the accepted spellings, for messages and help text.
 std::string known_launch_modes();
-std::string known_dtypes();
-std::string known_norms();
-std::string known_activations();
-std::string known_position_embeddings();
-std::string known_graph_modes();
-std::string known_runtime_gathers();
-std::string known_router_scores();
-std::string known_force_routings();
-std::string known_optimizers();
 
 // `--recompute none | full-uniform | full-block | selective:<m1>[,<m2>...]`.
 // The config keeps the spec as written (so validation can name a bad module);
 // this is its parsed form.
 inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp", "moe"};
 struct RecomputeSpec {
-  RecomputeOption kind = RecomputeOption::none;
+  RecomputeKind kind = RecomputeKind::none;
   std::vector<std::string> modules;  // selective only, in the order written
   bool has(std::string_view module) const;
 };
@@ -117,12 +88,12 @@ struct RunConfig {
   int steps = 2;
   int eval_every = 0;  // an evaluation forward after every N-th step (0 = none)
   int vocab = 128;
-  DType dtype = DType::fp32;
+  ModelDType dtype = ModelDType::fp32;
   bool fp32_residual = false;
   double dropout = 0.0;
-  NormOption norm = NormOption::layernorm;
-  ActivationOption activation = ActivationOption::gelu;
-  PositionEmbeddingOption position_embedding = PositionEmbeddingOption::learned;
+  NormKind norm = NormKind::layer_norm;
+  ActivationKind activation = ActivationKind::gelu;
+  PositionEmbeddingKind position_embedding = PositionEmbeddingKind::learned;
   double rotary_base = 10000.0;            // rope: Megatron's rotary_base
   double rotary_percent = 1.0;             // rope: the share of each head's channels rotated
   bool rotary_interleaved = false;         // rope: pairs (2i, 2i+1) instead of (i, i + d/2)
@@ -131,7 +102,7 @@ struct RunConfig {
   bool bias_linear = true;                 // biases on QKV, proj, fc1, fc2
   std::string recompute = "none";          // see RecomputeSpec
   int recompute_layers = 1;                // full-uniform: layers per chunk; full-block: first N
-  GraphOption graphs = GraphOption::none;
+  GraphMode graphs = GraphMode::none;
   int graph_warmup = 1;
   std::string
       graph_scope;  // per-layer graphs: captured modules (parse_graph_scope; "" = whole layer)
@@ -141,7 +112,7 @@ struct RunConfig {
   double lr = 0.1;                     // learning rate of the step driver (0: no update)
   bool distributed_optimizer = false;  // the update split flat over DP (FlatShard)
   // The optimizer (harness/model/optimizer.h): SGD, or Adam with bias correction.
-  OptimizerOption optimizer = OptimizerOption::sgd;
+  OptimizerKind optimizer = OptimizerKind::sgd;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
@@ -153,7 +124,7 @@ struct RunConfig {
   // --- MoE layers (docs/model.md "MoE layer"); moe_experts 0 = dense everywhere
   int moe_experts = 0;
   int moe_topk = 2;
-  RouterScoreOption moe_score = RouterScoreOption::softmax;
+  RouterScore moe_score = RouterScore::softmax;
   int moe_ffn_hidden = 0;              // 0 = ffn_hidden
   std::string moe_layers = "all";      // all | every:N | comma list of layer indices
   double moe_aux_loss = 0.0;           // switch load-balancing loss coefficient
@@ -163,7 +134,7 @@ struct RunConfig {
   double moe_expert_bias = 0.0;        // aux-loss-free bias update rate
   double moe_capacity_factor = 0.0;    // 0 = dropless
   int moe_shared_expert_ffn = 0;       // 0 = no shared expert
-  ForceRoutingOption moe_force_routing = ForceRoutingOption::none;
+  ForcedRouting moe_force_routing = ForcedRouting::none;
   double padding_fraction = 0.0;  // trailing padding tokens per sequence (router only)
   // Added (mod vocab) to every padding token's id: router_invariance's run (h).
   int padding_token_shift = 0;

@@ -238,19 +238,19 @@ std::vector<RunConfigField> make_fields() {
                       at_least(0, "must be >= 0")));
   f.push_back(integer("vocab", &RunConfig::vocab, kModel, "vocabulary size", positive));
   f.push_back(choice("dtype", &RunConfig::dtype, kModel, "fp32, fp64 (exact checks) or bf16",
-                     known_dtypes, parse_dtype));
+                     known_options<ModelDType>, parse_option<ModelDType>));
   f.push_back(
       flag("fp32-residual", &RunConfig::fp32_residual, kModel, "keep the residual stream in fp32"));
   f.push_back(real("dropout", &RunConfig::dropout, kModel, "dropout probability in [0, 1)",
                    NumericRange{0, false, 1, true, "must be in [0, 1)"}));
-  f.push_back(
-      choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm", known_norms, parse_norm));
+  f.push_back(choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm",
+                     known_options<NormKind>, parse_option<NormKind>));
   f.push_back(choice("activation", &RunConfig::activation, kModel, "gelu or swiglu",
-                     known_activations, parse_activation));
+                     known_options<ActivationKind>, parse_option<ActivationKind>));
   f.push_back(choice("position-embedding", &RunConfig::position_embedding, kModel,
                      "learned (absolute, a parameter) or rope (Megatron's rotary embedding, "
                      "global positions under CP; --rotary-*)",
-                     known_position_embeddings, parse_position_embedding));
+                     known_options<PositionEmbeddingKind>, parse_option<PositionEmbeddingKind>));
   f.push_back(real("rotary-base", &RunConfig::rotary_base, kModel,
                    "rope: the base of the rotary frequencies base^(-2i/d) (Megatron's rotary_base)",
                    above(0, "must be > 0")));
@@ -280,8 +280,8 @@ std::vector<RunConfigField> make_fields() {
                       "full-uniform: layers per checkpointed chunk; full-block: the first N layers",
                       positive));
   f.push_back(choice("graphs", &RunConfig::graphs, kModel,
-                     "none, per-layer or full-iteration (CUDA-graph phases)", known_graph_modes,
-                     parse_graph_mode));
+                     "none, per-layer or full-iteration (CUDA-graph phases)",
+                     known_options<GraphMode>, parse_option<GraphMode>));
   f.push_back(integer("graph-warmup", &RunConfig::graph_warmup, kModel,
                       "eager warmup runs before graph capture", at_least(0, "must be >= 0")));
   f.push_back(named(text("graph-scope", &RunConfig::graph_scope, kModel,
@@ -297,14 +297,14 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(choice("runtime-gather-output", &RunConfig::runtime_gather_output, kModel,
                      "the forward's runtime_gather_output: unset, on or off (a value wins over "
                      "--gather-output)",
-                     known_runtime_gathers, parse_runtime_gather));
+                     known_options<RuntimeGatherOption>, parse_option<RuntimeGatherOption>));
   f.push_back(real("lr", &RunConfig::lr, kModel,
                    "learning rate of the training step's optimizer (0: no update)",
                    at_least(0, "must be a finite number >= 0")));
   f.push_back(choice("optimizer", &RunConfig::optimizer, kModel,
                      "sgd (p -= lr * grad) or adam (Megatron's Adam: torch.optim.Adam with bias "
                      "correction, no weight decay; its moments and step are optimizer state)",
-                     known_optimizers, parse_optimizer));
+                     known_options<OptimizerKind>, parse_option<OptimizerKind>));
   f.push_back(real("adam-beta1", &RunConfig::adam_beta1, kModel, "Adam's beta1",
                    NumericRange{0, false, 1, true, "must be in [0, 1)"}));
   f.push_back(real("adam-beta2", &RunConfig::adam_beta2, kModel, "Adam's beta2",
@@ -334,7 +334,7 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(integer("moe-topk", &RunConfig::moe_topk, kModel, "experts per token", positive));
   f.push_back(choice("moe-score", &RunConfig::moe_score, kModel,
                      "router score function: softmax, sigmoid or sqrt-softplus",
-                     known_router_scores, parse_router_score));
+                     known_options<RouterScore>, parse_option<RouterScore>));
   f.push_back(integer("moe-ffn-hidden", &RunConfig::moe_ffn_hidden, kModel,
                       "expert MLP hidden size (0 = ffn-hidden)", non_negative));
   f.push_back(
@@ -364,7 +364,7 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(choice("moe-force-routing", &RunConfig::moe_force_routing, kModel,
                      "tests: none, random (random routing logits) or biased (every token "
                      "prefers the first top-k experts); never applied to what is observed",
-                     known_force_routings, parse_force_routing));
+                     known_options<ForcedRouting>, parse_option<ForcedRouting>));
   f.push_back(real("padding-fraction", &RunConfig::padding_fraction, kModel,
                    "trailing padding tokens per sequence, excluded from router observations, "
                    "the aux loss, the z-loss and the expert load, in [0, 1)",

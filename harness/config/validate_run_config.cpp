@@ -193,7 +193,7 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
         // replay, so its metrics would miss every replayed step. Per-layer graphs
         // capture it with the whole layer or the moe / moe_router scopes.
         const GraphScope scope = model_config_from(mappable).graph_scope;
-        if (router && sites.contains(spec.kind) && c.graphs == GraphOption::per_layer &&
+        if (router && sites.contains(spec.kind) && c.graphs == GraphMode::per_layer &&
             scope.captures_router()) {
           add("metrics",
               "metric " + spec.name + " reads a router site, which per-layer graphs capture (" +
@@ -210,7 +210,7 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
                            ", which the model has no observation site for: it needs " +
                            source_kind_needs(spec.kind));
       }
-      if (all_observable && any_observed && c.graphs == GraphOption::full_iteration)
+      if (all_observable && any_observed && c.graphs == GraphMode::full_iteration)
         add("metrics",
             "forward metrics cannot be collected under full-iteration graphs (replays observe "
             "nothing; contract.md section 3): use --graphs none or per-layer",
@@ -244,8 +244,8 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
   } else if (const std::unique_ptr<Backend> backend = make_backend(c.backend);
              !backend->unavailable_reason().empty()) {
     add("backend", backend->unavailable_reason());
-  } else if (c.graphs != GraphOption::none && (c.tp > 1 || c.cp > 1) &&
-             c.launch != LaunchMode::env && sizes_ok) {
+  } else if (c.graphs != GraphMode::none && (c.tp > 1 || c.cp > 1) && c.launch != LaunchMode::env &&
+             sizes_ok) {
     // The captured regions (a layer; the whole forward and backward) issue the
     // tp/cp collectives. Under env launch the ranks per host are not known here:
     // the transport refuses a host collective under capture at run time.

@@ -11,7 +11,7 @@ namespace parity {
 
 OptimizerSettings optimizer_settings(const RunConfig& config) {
   OptimizerSettings s;
-  s.kind = config.optimizer == OptimizerOption::adam ? OptimizerKind::adam : OptimizerKind::sgd;
+  s.kind = config.optimizer;
   s.lr = config.lr;
   s.beta1 = config.adam_beta1;
   s.beta2 = config.adam_beta2;

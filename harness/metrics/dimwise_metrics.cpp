@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/metrics/metric_registry.h"
 #include "harness/metrics/stages.h"
 
 PARITY_USES_FAULT(sqrt_before_sum);
@@ -206,5 +207,32 @@ std::unique_ptr<Metric> make_dimwise_metric(DimwiseStatistic statistic, std::str
                                             KindSet kinds, LabelScope scope) {
   return std::make_unique<DimwiseMetric>(statistic, std::move(name), kinds, scope);
 }
+
+namespace {
+template <DimwiseStatistic S>
+std::shared_ptr<const Metric> make_registered(const MetricSpec& spec) {
+  return make_dimwise_metric(S, spec.name, KindSet{spec.kind}, spec.scope);
+}
+}  // namespace
+
+PARITY_REGISTER_STATISTIC({9,
+                           "mean-row-l2",
+                           "mean over rows of each row's L2 norm",
+                           true,
+                           {},
+                           make_registered<DimwiseStatistic::mean_row_l2>});
+PARITY_REGISTER_STATISTIC({10,
+                           "mean-column-l2",
+                           "mean over columns of each column's L2 norm",
+                           true,
+                           {},
+                           make_registered<DimwiseStatistic::mean_column_l2>});
+PARITY_REGISTER_STATISTIC({12,
+                           "entropy",
+                           "normalized entropy of the routing decision",
+                           false,
+                           {{SourceKind::router_scores, LabelScope::layer,
+                             "layer-router-decision-entropy"}},
+                           make_registered<DimwiseStatistic::entropy>});
 
 }  // namespace parity

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "harness/faults/code_path_faults.h"
+#include "harness/metrics/metric_registry.h"
 #include "harness/metrics/stages.h"
 
 PARITY_USES_FAULT(prepare_aliases_buffer);
@@ -160,5 +161,44 @@ std::unique_ptr<Metric> make_logical_metric(LogicalStatistic statistic, std::str
                                             KindSet kinds, LabelScope scope) {
   return std::make_unique<LogicalReductionMetric>(statistic, std::move(name), kinds, scope);
 }
+
+namespace {
+template <LogicalStatistic S>
+std::shared_ptr<const Metric> make_registered(const MetricSpec& spec) {
+  return make_logical_metric(S, spec.name, KindSet{spec.kind}, spec.scope);
+}
+}  // namespace
+
+PARITY_REGISTER_STATISTIC({1,
+                           "l2",
+                           "L2 norm",
+                           true,
+                           {{SourceKind::mtp_logits, LabelScope::global},
+                            {SourceKind::router_logits, LabelScope::layer}},
+                           make_registered<LogicalStatistic::l2>});
+PARITY_REGISTER_STATISTIC({2,
+                           "max",
+                           "maximum",
+                           true,
+                           {{SourceKind::router_logits, LabelScope::layer}},
+                           make_registered<LogicalStatistic::max>});
+PARITY_REGISTER_STATISTIC(
+    {3, "abs-max", "largest absolute value", true, {}, make_registered<LogicalStatistic::abs_max>});
+PARITY_REGISTER_STATISTIC({4, "min", "minimum", true, {}, make_registered<LogicalStatistic::min>});
+PARITY_REGISTER_STATISTIC({5, "mean", "mean", true, {}, make_registered<LogicalStatistic::mean>});
+PARITY_REGISTER_STATISTIC(
+    {6, "rms", "root mean square", true, {}, make_registered<LogicalStatistic::rms>});
+PARITY_REGISTER_STATISTIC({7,
+                           "nan-count",
+                           "number of NaN elements",
+                           true,
+                           {},
+                           make_registered<LogicalStatistic::nan_count>});
+PARITY_REGISTER_STATISTIC({8,
+                           "inf-count",
+                           "number of infinite elements",
+                           true,
+                           {},
+                           make_registered<LogicalStatistic::inf_count>});
 
 }  // namespace parity

@@ -4,20 +4,11 @@
 #include <stdexcept>
 
 #include "harness/base/nearest_names.h"
-#include "harness/metrics/dimwise_metrics.h"
-#include "harness/metrics/logical_metrics.h"
-#include "harness/metrics/router_metrics.h"
-#include "harness/metrics/sampled_median.h"
+#include "harness/metrics/metric_registry.h"
 
 namespace parity {
 
 namespace {
-
-// The statistics that make sense on any first-wave kind (none of them is a
-// distribution, so normalized entropy is offered on router scores only).
-constexpr const char* kStatistics[] = {"l2",        "max",       "abs-max",     "min",
-                                       "mean",      "rms",       "nan-count",   "inf-count",
-                                       "mean-row-l2", "mean-column-l2"};
 
 std::string hyphenated(SourceKind kind) {
   std::string s(to_string(kind));
@@ -26,67 +17,58 @@ std::string hyphenated(SourceKind kind) {
   return s;
 }
 
+std::string scope_prefix(LabelScope scope) {
+  return scope == LabelScope::global ? "global-" : "layer-";
+}
+
+// The optimizer's norms (field bug ROCm/TransformerEngine PR 715): no
+// observation site and no factory, the driver computes them
+// (harness/model/parameter_norms.h).
+struct ParameterMetric {
+  const char* name;
+  LabelScope scope;
+  const char* statistic;
+  const char* doc;
+};
+constexpr ParameterMetric kParameterMetrics[] = {
+    {"global-wgrad-l2", LabelScope::global, "wgrad-l2",
+     "L2 norm of every weight gradient after finalize_grads (what Megatron clips by)"},
+    {"global-param-l2", LabelScope::global, "param-l2",
+     "L2 norm of the parameters after the update"},
+    {"layer-param-l2", LabelScope::layer, "param-l2", "L2 norm of the parameters after the update"},
+};
+
 std::vector<MetricSpec> build() {
   std::vector<MetricSpec> specs;
-  // First wave: every statistic on every kind. Layer-owned kinds report per
-  // layer plus global; the logits report global only.
+  // The first-wave kinds: per layer plus global; the logits global only.
   const SourceKind layer_kinds[] = {SourceKind::residual_accumulator,
                                     SourceKind::residual_contribution,
                                     SourceKind::attention_context, SourceKind::mlp_output};
+  const std::vector<StatisticRegistration>& statistics = registered_statistics();
+  auto add = [&](SourceKind kind, LabelScope scope, const StatisticRegistration& r,
+                 std::string_view name) {
+    std::string n = name.empty()
+                        ? scope_prefix(scope) + hyphenated(kind) + "-" + std::string(r.statistic)
+                        : std::string(name);
+    specs.push_back({std::move(n), kind, scope, std::string(r.statistic)});
+  };
   for (SourceKind kind : layer_kinds)
-    for (const char* s : kStatistics)
-      specs.push_back({"layer-" + hyphenated(kind) + "-" + s, kind, LabelScope::layer,
-                       s});
-  for (const char* s : kStatistics)
-    specs.push_back({"global-output-logits-" + std::string(s), SourceKind::output_logits,
-                     LabelScope::global, s});
-  // Later waves (Megatron's registered names; no site announces these kinds yet).
-  specs.push_back({"global-mtp-logits-l2", SourceKind::mtp_logits, LabelScope::global, "l2"});
-  specs.push_back({"layer-router-logits-l2", SourceKind::router_logits, LabelScope::layer, "l2"});
-  specs.push_back({"layer-router-logits-max", SourceKind::router_logits, LabelScope::layer, "max"});
-  specs.push_back({"layer-router-logits-sampled-median", SourceKind::router_logits,
-                   LabelScope::layer, "sampled-median"});
-  specs.push_back({"layer-router-decision-entropy", SourceKind::router_scores, LabelScope::layer,
-                   "entropy"});
-  for (const char* family : {"health", "seq-aux-decomposition", "routing-balance", "expert-bias"})
-    specs.push_back({std::string("layer-router-") + family, SourceKind::router_diagnostics,
-                     LabelScope::layer_rollup, std::string("router-") + family});
-  // What the optimizer computes for clipping and logging (field bug
-  // ROCm/TransformerEngine PR 715): no observation site, the driver computes them.
+    for (const StatisticRegistration& r : statistics)
+      if (r.on_first_wave_kinds) add(kind, LabelScope::layer, r, {});
+  for (const StatisticRegistration& r : statistics)
+    if (r.on_first_wave_kinds) add(SourceKind::output_logits, LabelScope::global, r, {});
+  for (const StatisticRegistration& r : statistics)
+    for (const MetricOffer& o : r.offers) add(o.kind, o.scope, r, o.name);
   const SourceKind none = SourceKind::residual_accumulator;  // unused for parameter metrics
-  specs.push_back(
-      {"global-wgrad-l2", none, LabelScope::global, "wgrad-l2", MetricSource::parameters});
-  specs.push_back(
-      {"global-param-l2", none, LabelScope::global, "param-l2", MetricSource::parameters});
-  specs.push_back(
-      {"layer-param-l2", none, LabelScope::layer, "param-l2", MetricSource::parameters});
+  for (const ParameterMetric& m : kParameterMetrics)
+    specs.push_back({m.name, none, m.scope, m.statistic, MetricSource::parameters});
   return specs;
 }
 
 std::string statistic_doc(const std::string& s) {
-  static const std::pair<const char*, const char*> docs[] = {
-      {"l2", "L2 norm"},
-      {"max", "maximum"},
-      {"abs-max", "largest absolute value"},
-      {"min", "minimum"},
-      {"mean", "mean"},
-      {"rms", "root mean square"},
-      {"nan-count", "number of NaN elements"},
-      {"inf-count", "number of infinite elements"},
-      {"mean-row-l2", "mean over rows of each row's L2 norm"},
-      {"mean-column-l2", "mean over columns of each column's L2 norm"},
-      {"sampled-median", "median of a deterministic sample"},
-      {"entropy", "normalized entropy of the routing decision"},
-      {"router-health", "router health bundle (rollups over the layers)"},
-      {"router-seq-aux-decomposition", "per-sequence aux-loss decomposition"},
-      {"router-routing-balance", "routing balance per sequence and over the batch"},
-      {"router-expert-bias", "expert-bias statistics"},
-      {"wgrad-l2",
-       "L2 norm of every weight gradient after finalize_grads (what Megatron clips by)"},
-      {"param-l2", "L2 norm of the parameters after the update"},
-  };
-  for (const auto& [name, doc] : docs)
-    if (s == name) return doc;
+  if (const StatisticRegistration* r = find_statistic(s)) return std::string(r->doc);
+  for (const ParameterMetric& m : kParameterMetrics)
+    if (s == m.statistic) return m.doc;
   return s;
 }
 
@@ -208,34 +190,11 @@ std::vector<MetricSpec> parse_metric_names(std::string_view list) {
 std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
   if (spec.source == MetricSource::parameters)
     throw std::invalid_argument(spec.name + " is computed from the parameters, not observed");
-  const KindSet kinds{spec.kind};
-  const std::string& s = spec.statistic;
-  auto logical = [&](LogicalStatistic st) -> std::shared_ptr<const Metric> {
-    return make_logical_metric(st, spec.name, kinds, spec.scope);
-  };
-  auto dimwise = [&](DimwiseStatistic st) -> std::shared_ptr<const Metric> {
-    return make_dimwise_metric(st, spec.name, kinds, spec.scope);
-  };
-  if (s == "l2") return logical(LogicalStatistic::l2);
-  if (s == "max") return logical(LogicalStatistic::max);
-  if (s == "abs-max") return logical(LogicalStatistic::abs_max);
-  if (s == "min") return logical(LogicalStatistic::min);
-  if (s == "mean") return logical(LogicalStatistic::mean);
-  if (s == "rms") return logical(LogicalStatistic::rms);
-  if (s == "nan-count") return logical(LogicalStatistic::nan_count);
-  if (s == "inf-count") return logical(LogicalStatistic::inf_count);
-  if (s == "mean-row-l2") return dimwise(DimwiseStatistic::mean_row_l2);
-  if (s == "mean-column-l2") return dimwise(DimwiseStatistic::mean_column_l2);
-  if (s == "entropy") return dimwise(DimwiseStatistic::entropy);
-  if (s == "router-health") return make_router_metric(RouterMetricFamily::health, spec.name, kinds);
-  if (s == "router-seq-aux-decomposition")
-    return make_router_metric(RouterMetricFamily::seq_aux_decomposition, spec.name, kinds);
-  if (s == "router-routing-balance")
-    return make_router_metric(RouterMetricFamily::routing_balance, spec.name, kinds);
-  if (s == "router-expert-bias")
-    return make_router_metric(RouterMetricFamily::expert_bias, spec.name, kinds);
-  if (s == "sampled-median") return make_sampled_median_metric(spec.name, kinds, spec.scope);
-  throw std::invalid_argument("metric " + spec.name + ": unknown statistic '" + s + "'");
+  const StatisticRegistration* r = find_statistic(spec.statistic);
+  if (!r || !r->make)
+    throw std::invalid_argument("metric " + spec.name + ": unknown statistic '" + spec.statistic +
+                                "'");
+  return r->make(spec);
 }
 
 std::vector<std::shared_ptr<const Metric>> make_metrics(const std::vector<MetricSpec>& specs) {

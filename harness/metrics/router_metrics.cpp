@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "harness/metrics/metric_registry.h"
 #include "harness/metrics/router_statistics.h"
 #include "harness/metrics/stages.h"
 #include "harness/observation/router_diagnostic_channels.h"
@@ -381,5 +382,42 @@ std::unique_ptr<Metric> make_router_metric(RouterMetricFamily family, std::strin
                                            KindSet kinds) {
   return std::make_unique<RouterDiagnosticsMetric>(family, std::move(name), kinds);
 }
+
+namespace {
+template <RouterMetricFamily F>
+std::shared_ptr<const Metric> make_registered(const MetricSpec& spec) {
+  return make_router_metric(F, spec.name, KindSet{spec.kind});
+}
+}  // namespace
+
+// Each family reports a bundle per layer, rolled up over the layers.
+PARITY_REGISTER_STATISTIC({13,
+                           "router-health",
+                           "router health bundle (rollups over the layers)",
+                           false,
+                           {{SourceKind::router_diagnostics, LabelScope::layer_rollup,
+                             "layer-router-health"}},
+                           make_registered<RouterMetricFamily::health>});
+PARITY_REGISTER_STATISTIC({14,
+                           "router-seq-aux-decomposition",
+                           "per-sequence aux-loss decomposition",
+                           false,
+                           {{SourceKind::router_diagnostics, LabelScope::layer_rollup,
+                             "layer-router-seq-aux-decomposition"}},
+                           make_registered<RouterMetricFamily::seq_aux_decomposition>});
+PARITY_REGISTER_STATISTIC({15,
+                           "router-routing-balance",
+                           "routing balance per sequence and over the batch",
+                           false,
+                           {{SourceKind::router_diagnostics, LabelScope::layer_rollup,
+                             "layer-router-routing-balance"}},
+                           make_registered<RouterMetricFamily::routing_balance>});
+PARITY_REGISTER_STATISTIC({16,
+                           "router-expert-bias",
+                           "expert-bias statistics",
+                           false,
+                           {{SourceKind::router_diagnostics, LabelScope::layer_rollup,
+                             "layer-router-expert-bias"}},
+                           make_registered<RouterMetricFamily::expert_bias>});
 
 }  // namespace parity

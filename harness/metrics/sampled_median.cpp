@@ -3,6 +3,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "harness/metrics/metric_registry.h"
 #include "harness/metrics/sample_rule.h"
 #include "harness/metrics/stages.h"
 #include "harness/metrics/uneven_gather.h"
@@ -142,5 +143,15 @@ at::Tensor sampled_median_of(const std::vector<SitePopulation>& sites, std::uint
     return at::full({}, std::numeric_limits<double>::quiet_NaN(), sample.options());
   return at::quantile(sample, 0.5, c10::nullopt, false, "linear");
 }
+
+PARITY_REGISTER_STATISTIC({11,
+                           "sampled-median",
+                           "median of a deterministic sample",
+                           false,
+                           {{SourceKind::router_logits, LabelScope::layer}},
+                           [](const MetricSpec& spec) -> std::shared_ptr<const Metric> {
+                             return make_sampled_median_metric(spec.name, KindSet{spec.kind},
+                                                               spec.scope);
+                           }});
 
 }  // namespace parity

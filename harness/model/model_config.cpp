@@ -5,41 +5,6 @@
 
 namespace parity {
 
-std::string_view to_string(ModelDType d) {
-  switch (d) {
-    case ModelDType::fp32: return "fp32";
-    case ModelDType::fp64: return "fp64";
-    case ModelDType::bf16: return "bf16";
-  }
-  return "?";
-}
-std::string_view to_string(NormKind n) {
-  return n == NormKind::layer_norm ? "layernorm" : "rmsnorm";
-}
-std::string_view to_string(ActivationKind a) {
-  return a == ActivationKind::gelu ? "gelu" : "swiglu";
-}
-std::string_view to_string(PositionEmbeddingKind p) {
-  return p == PositionEmbeddingKind::learned ? "learned" : "rope";
-}
-
-std::string_view to_string(RecomputeKind r) {
-  switch (r) {
-    case RecomputeKind::none: return "none";
-    case RecomputeKind::full_uniform: return "full-uniform";
-    case RecomputeKind::full_block: return "full-block";
-    case RecomputeKind::selective: return "selective";
-  }
-  return "?";
-}
-std::string_view to_string(GraphMode g) {
-  switch (g) {
-    case GraphMode::none: return "none";
-    case GraphMode::per_layer: return "per-layer";
-    case GraphMode::full_iteration: return "full-iteration";
-  }
-  return "?";
-}
 std::string to_string(RecomputeModules m) {
   std::string out;
   auto add = [&](bool on, const char* name) {
@@ -230,30 +195,6 @@ void moe_violations(const ModelConfig& c, int tp, int ep, Add&& add) {
   }
 }
 }  // namespace
-
-std::string_view to_string(RouterScore s) {
-  switch (s) {
-    case RouterScore::softmax:
-      return "softmax";
-    case RouterScore::sigmoid:
-      return "sigmoid";
-    case RouterScore::sqrt_softplus:
-      return "sqrt-softplus";
-  }
-  return "?";
-}
-
-std::string_view to_string(ForcedRouting f) {
-  switch (f) {
-    case ForcedRouting::none:
-      return "none";
-    case ForcedRouting::random:
-      return "random";
-    case ForcedRouting::biased:
-      return "biased";
-  }
-  return "?";
-}
 
 std::int64_t MoeConfig::padding_tokens(std::int64_t seq) const {
   return static_cast<std::int64_t>(std::llround(padding_fraction * static_cast<double>(seq)));

@@ -10,30 +10,15 @@
 
 #include "harness/backend/backend.h"  // GraphMode (the graph interface's modes)
 #include "harness/graphs/graph_scope.h"
+#include "harness/model/model_options.h"
 #include "harness/model/pipeline_layout.h"
 
 namespace parity {
 
-enum class ModelDType : std::int8_t { fp32, fp64, bf16 };
-enum class NormKind : std::int8_t { layer_norm, rms_norm };
-enum class ActivationKind : std::int8_t { gelu, swiglu };
-// Learned absolute position embeddings, or Megatron's rotary embedding
-// (ModelConfig's rotary_* options; angles from the global positions).
-enum class PositionEmbeddingKind : std::int8_t { learned, rope };
-// Activation recompute (Megatron's recompute_granularity / recompute_method):
-//   full_uniform - consecutive chunks of recompute_layers layers, each chunk one checkpoint;
-//   full_block   - the first recompute_layers layers each checkpointed, the rest plain;
-//   selective    - the modules in recompute_modules (core_attn, layernorm, mlp).
-enum class RecomputeKind : std::int8_t { none, full_uniform, full_block, selective };
-// Graphs (GraphMode, backend.h; docs/graph-phases.md): none, one graph per
-// transformer layer (Megatron's "local" impl, whole-layer capture), or the
-// whole forward/backward.
-
-// MoE (docs/model.md "MoE layer"): the router's score function (Megatron's
-// moe_router_score_function) and parity's forced routing for tests (applied to
-// the routing only, never to what is observed).
-enum class RouterScore : std::int8_t { softmax, sigmoid, sqrt_softplus };
-enum class ForcedRouting : std::int8_t { none, random, biased };
+// The enum options (dtype, norm, activation, positions, recompute, router
+// score, forced routing): model_options.h. Graphs: GraphMode (backend.h;
+// docs/graph-phases.md): none, one graph per transformer layer (Megatron's
+// "local" impl, whole-layer capture), or the whole forward/backward.
 
 struct MoeConfig {
   std::int64_t experts = 0;  // 0: every layer has the dense MLP
@@ -68,8 +53,6 @@ struct MoeConfig {
   // ModelConfigError naming moe_layers for a bad pattern.
   bool is_moe_layer(std::int64_t index, std::int64_t layers_total) const;
 };
-std::string_view to_string(RouterScore s);    // "softmax", "sigmoid", "sqrt-softplus"
-std::string_view to_string(ForcedRouting f);  // "none", "random", "biased"
 
 // The selective-recompute module set.
 struct RecomputeModules {
@@ -84,12 +67,6 @@ struct RecomputeModules {
   }
 };
 
-std::string_view to_string(ModelDType d);
-std::string_view to_string(NormKind n);
-std::string_view to_string(ActivationKind a);
-std::string_view to_string(PositionEmbeddingKind p);  // "learned", "rope"
-std::string_view to_string(RecomputeKind r);  // "none", "full-uniform", "full-block", "selective"
-std::string_view to_string(GraphMode g);      // "none", "per-layer", "full-iteration"
 // "core_attn,layernorm,mlp,moe" (the set in that order; "" when empty).
 std::string to_string(RecomputeModules m);
 // Parses a comma-separated module list; throws ModelConfigError naming

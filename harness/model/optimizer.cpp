@@ -16,16 +16,6 @@ at::ScalarType state_dtype(at::ScalarType param) {
 
 }  // namespace
 
-std::string_view to_string(OptimizerKind kind) {
-  return kind == OptimizerKind::adam ? "adam" : "sgd";
-}
-
-std::optional<OptimizerKind> parse_optimizer_kind(std::string_view text) {
-  if (text == "sgd") return OptimizerKind::sgd;
-  if (text == "adam") return OptimizerKind::adam;
-  return std::nullopt;
-}
-
 Optimizer::Optimizer(const OptimizerSettings& settings, const std::vector<Parameter>& params,
                      int dp_rank, int dp_size)
     : settings_(settings) {

@@ -15,12 +15,9 @@
 #include <vector>
 
 #include "harness/model/flat_shard_layout.h"
+#include "harness/model/model_options.h"  // OptimizerKind
 
 namespace parity {
-
-enum class OptimizerKind : std::int8_t { sgd, adam };
-std::string_view to_string(OptimizerKind kind);  // "sgd", "adam"
-std::optional<OptimizerKind> parse_optimizer_kind(std::string_view text);
 
 struct OptimizerSettings {
   OptimizerKind kind = OptimizerKind::sgd;

@@ -41,8 +41,8 @@ std::vector<Step> steps() {
       [](RunConfig& c) { return c.sp ? (c.sp = false, true) : false; },
       [](RunConfig& c) { return c.recompute != "none" ? (c.recompute = "none", true) : false; },
       [](RunConfig& c) {
-        if (c.graphs == GraphOption::none) return false;
-        c.graphs = GraphOption::none;
+        if (c.graphs == GraphMode::none) return false;
+        c.graphs = GraphMode::none;
         c.graph_scope.clear();  // it needs per-layer graphs
         return true;
       },

@@ -55,9 +55,9 @@ RunConfig small_scenario(const std::string& backend) {
   c.sp = true;
   c.layers = 2;
   c.steps = 2;
-  c.dtype = DType::fp64;
+  c.dtype = ModelDType::fp64;
   c.recompute = "selective:core_attn";
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   c.metrics = {"layer-residual-accumulator-l2", "layer-residual-contribution-l2"};
   return c;
 }
@@ -69,7 +69,7 @@ TEST(BackendParityPlan, AnotherBackendAddsTheReferenceRun) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->name, "f");
   EXPECT_EQ(f->config.backend, "reference");
-  EXPECT_EQ(f->config.graphs, GraphOption::per_layer);  // the same scenario, on the reference
+  EXPECT_EQ(f->config.graphs, GraphMode::per_layer);  // the same scenario, on the reference
   EXPECT_EQ(plan.find(variant::without_dropout), nullptr);
   c.dropout = 0.1;
   plan = plan_check(c);
@@ -127,7 +127,7 @@ TEST(BackendParity, ABackendOffByARelativeMillionthFailsInFp64) {
 TEST(BackendParity, WithDropoutBothSidesRunWithoutIt) {
   RunConfig c = small_scenario("reference-twin");
   c.dropout = 0.1;
-  c.graphs = GraphOption::none;
+  c.graphs = GraphMode::none;
   const CheckOutcome o = execute_check(c, "test");
   ASSERT_NE(o.verdict, CheckVerdict::rank_failure) << o.failure;
   const PropertyResult* p = o.property("backend_parity");

@@ -9,7 +9,7 @@
 namespace parity::checks {
 namespace {
 
-nlohmann::json report(DType dtype = DType::fp32) {
+nlohmann::json report(ModelDType dtype = ModelDType::fp32) {
   RunConfig c;
   c.dtype = dtype;
   nlohmann::json r;
@@ -55,7 +55,7 @@ TEST(Baseline, MetricWithinToleranceIsNoDifference) {
 
 TEST(Baseline, ToleranceFollowsTheCurrentScenariosPrecision) {
   // The same move within fp32's tolerance is beyond fp64's (1e-10).
-  nlohmann::json base = report(DType::fp64), now = report(DType::fp64);
+  nlohmann::json base = report(ModelDType::fp64), now = report(ModelDType::fp64);
   now["metrics"][1]["value"] = 30.5 * (1 + 1e-7);
   const std::vector<BaselineDifference> d = compare_with_baseline(base, now);
   ASSERT_EQ(d.size(), 1u);

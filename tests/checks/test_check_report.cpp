@@ -288,7 +288,7 @@ TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
 // header describes the scenario as given, not run (c).
 TEST(CheckHeader, DescribesTheScenarioAsGiven) {
   RunConfig s = checks::default_check_scenario();
-  s.graphs = GraphOption::full_iteration;
+  s.graphs = GraphMode::full_iteration;
   const checks::CheckPlan plan = checks::plan_check(s);
   ASSERT_TRUE(plan.find(checks::variant::scenario)->config.metrics.empty());
   const std::string header = checks::check_header(s, plan, "embedded default");
@@ -304,7 +304,7 @@ TEST(CheckHeader, NamesTheLayersFullRecomputeTakesAndChunksOnlyAboveOne) {
   RunConfig s = checks::default_check_scenario();
   s.recompute = "full-uniform";
   s.recompute_layers = 2;
-  s.graphs = GraphOption::none;
+  s.graphs = GraphMode::none;
   s.vpp = 1;
   const std::string header = checks::check_header(s, checks::plan_check(s), "embedded default");
   EXPECT_NE(header.find(", recompute full-uniform (2), graphs none"), std::string::npos) << header;
@@ -315,7 +315,7 @@ TEST(CheckHeader, NamesTheLayersFullRecomputeTakesAndChunksOnlyAboveOne) {
 // them is still an error naming it.
 TEST(CheckPlan, AnUnknownMetricIsNamedUnderFullIterationGraphsToo) {
   RunConfig s = checks::default_check_scenario();
-  s.graphs = GraphOption::full_iteration;
+  s.graphs = GraphMode::full_iteration;
   s.metrics = {"no-such-metric"};
   const std::vector<ConfigViolation> violations = checks::validate_check_scenario(s);
   ASSERT_EQ(violations.size(), 1u);
@@ -338,7 +338,7 @@ TEST(CheckCommand, TheProgressLineSaysWhenThePropertiesAreEvaluated) {
   s.micro_batch = s.microbatches = 1;
   s.steps = 1;
   s.recompute = "none";
-  s.graphs = GraphOption::none;
+  s.graphs = GraphMode::none;
   s.metrics = {"layer-residual-accumulator-l2"};
   std::ostringstream progress;
   const checks::CheckOutcome o = checks::execute_check(s, "test", {}, &progress, true);

@@ -46,7 +46,7 @@ TEST(GpuScenarioFiles, AreValidAndCoverEveryRecomputeKindGraphModeAndDtype) {
     EXPECT_EQ(meta.expect["backend_parity"], "PASS");
     EXPECT_EQ(c.world_size(), 8);
     EXPECT_EQ(c.launch, LaunchMode::threads);
-    if (c.graphs != GraphOption::none) {
+    if (c.graphs != GraphMode::none) {
       EXPECT_EQ(c.tp, 1);
       EXPECT_EQ(c.cp, 1);
     }

@@ -95,7 +95,7 @@ std::vector<Observation> record_step_trace(const CheckRun& a) {
 
 TEST(Properties, PerLayerGraphsExpectInsideSitesOnlyOnTheRecordStep) {
   CheckRun a = eager_run("a");
-  a.config.graphs = GraphOption::per_layer;
+  a.config.graphs = GraphMode::per_layer;
   a.config.graph_warmup = 1;
   std::vector<Observation> trace = record_step_trace(a);
   for (const char* phase : {"warmup", "capture"}) {
@@ -148,7 +148,7 @@ TEST(Properties, ShardedReductionComparesEveryMetric) {
 
 TEST(Properties, Tolerances) {
   RunConfig fp64;
-  fp64.dtype = DType::fp64;
+  fp64.dtype = ModelDType::fp64;
   EXPECT_TRUE(within(1.0, 1.0 + 1e-11, tolerances_for(fp64).metric));
   EXPECT_FALSE(within(1.0, 1.0 + 1e-9, tolerances_for(fp64).metric));
   EXPECT_TRUE(within(NAN, NAN, 1e-5));
@@ -158,7 +158,7 @@ TEST(Properties, Tolerances) {
 
 TEST(Properties, GraphReplaySurfacesAliasingAndSilence) {
   CheckRun a = eager_run("a", 3), c = eager_run("c", 3);
-  a.config.graphs = GraphOption::full_iteration;
+  a.config.graphs = GraphMode::full_iteration;
   a.config.graph_warmup = 1;
   EXPECT_EQ(graph_replay_alias_failure("a", "prepared state aliases").status, Status::fail);
   // Full-iteration: eager observations in the capture iteration (step 1) and
@@ -233,7 +233,7 @@ TEST(Properties, ExactlyOnceComparesTheForwardOrderWithTheReference) {
 // per-layer replay steps compare only the sites outside the layer.
 TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
   CheckRun a = eager_run("a"), c = eager_run("c");
-  a.config.graphs = GraphOption::per_layer;
+  a.config.graphs = GraphMode::per_layer;
   a.config.graph_warmup = 0;
   std::vector<Observation> trace = record_step_trace(a);
   push_inside_sites(trace, "capture");
@@ -248,7 +248,7 @@ TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
 TEST(Properties, RecomputeInvarianceSkipsFullIterationGraphsWithoutWarmup) {
   CheckRun a = eager_run("a", 2), c = eager_run("c", 2);
   a.config.recompute = "full-uniform";
-  a.config.graphs = GraphOption::full_iteration;
+  a.config.graphs = GraphMode::full_iteration;
   a.config.graph_warmup = 0;
   for (Observation& o : a.ranks[0].trace) o.phase = o.step == 0 ? "capture" : "replay";
   const PropertyResult p = check_recompute_invariance(a, c);
@@ -259,7 +259,7 @@ TEST(Properties, RecomputeInvarianceSkipsFullIterationGraphsWithoutWarmup) {
 // warmup-counted-as-step: a warmup observation labelled with a training step.
 TEST(Properties, GraphReplayFailsOnAWarmupObservationWithAStep) {
   CheckRun a = eager_run("a"), c = eager_run("c");
-  a.config.graphs = GraphOption::per_layer;
+  a.config.graphs = GraphMode::per_layer;
   std::vector<Observation> trace;
   for (Observation o : a.ranks[0].trace)
     if (!(captured_by_layer_graphs(a.config, o.site) && o.step >= 1)) trace.push_back(o);
@@ -276,22 +276,22 @@ TEST(Properties, GraphReplayFailsOnAWarmupObservationWithAStep) {
 // computation runs in (tolerance.h is the one place of that rule).
 TEST(Tolerances, FollowTheLowestPrecisionTheComputationRunsIn) {
   RunConfig c;
-  c.dtype = DType::fp64;
-  EXPECT_EQ(tolerances_for(c).precision, DType::fp64);
+  c.dtype = ModelDType::fp64;
+  EXPECT_EQ(tolerances_for(c).precision, ModelDType::fp64);
   EXPECT_EQ(tolerances_for(c).gradient, 1e-12);
   EXPECT_EQ(tolerances_for(c).metric, 1e-10);
   EXPECT_EQ(tolerances_for(c).backend, 1e-10);
   c.fp32_residual = true;  // fp64 model, fp32 residual stream: fp32's rounding
-  EXPECT_EQ(tolerances_for(c).precision, DType::fp32);
+  EXPECT_EQ(tolerances_for(c).precision, ModelDType::fp32);
   EXPECT_EQ(tolerances_for(c).gradient, 1e-6);
   EXPECT_EQ(tolerances_for(c).metric, 1e-5);
   EXPECT_EQ(tolerances_for(c).basis, "fp32 (fp64 model, fp32 residual stream)");
-  c.dtype = DType::bf16;  // an fp32 residual stream does not lift bf16
-  EXPECT_EQ(tolerances_for(c).precision, DType::bf16);
+  c.dtype = ModelDType::bf16;  // an fp32 residual stream does not lift bf16
+  EXPECT_EQ(tolerances_for(c).precision, ModelDType::bf16);
   EXPECT_EQ(tolerances_for(c).gradient, 1e-2);
   EXPECT_EQ(tolerances_for(c).backend, 2e-2);
-  c.dtype = DType::fp32;
-  EXPECT_EQ(tolerances_for(c).precision, DType::fp32);
+  c.dtype = ModelDType::fp32;
+  EXPECT_EQ(tolerances_for(c).precision, ModelDType::fp32);
   EXPECT_EQ(tolerances_for(c).basis, "fp32");
 }
 
@@ -301,7 +301,7 @@ TEST(Tolerances, FollowTheLowestPrecisionTheComputationRunsIn) {
 TEST(Properties, RecomputeInvarianceJudgesAnFp32ResidualStreamWithFp32Tolerances) {
   CheckRun a = eager_run("a", 2), c = eager_run("c", 2);
   for (CheckRun* r : {&a, &c}) {
-    r->config.dtype = DType::fp64;
+    r->config.dtype = ModelDType::fp64;
     r->config.fp32_residual = true;
   }
   a.config.recompute = "selective:layernorm";
@@ -323,7 +323,7 @@ TEST(Properties, RecomputeInvarianceJudgesAnFp32ResidualStreamWithFp32Tolerances
 // no step after the capture: SKIP with the reason and how to make it compare.
 TEST(Properties, GraphReplaySkipsWithoutAStepAfterTheCapture) {
   CheckRun a = eager_run("a", 2), c = eager_run("c", 2);
-  a.config.graphs = GraphOption::full_iteration;
+  a.config.graphs = GraphMode::full_iteration;
   a.config.graph_warmup = 1;
   std::vector<Observation> kept;
   for (Observation o : a.ranks[0].trace) {
@@ -337,7 +337,7 @@ TEST(Properties, GraphReplaySkipsWithoutAStepAfterTheCapture) {
   EXPECT_EQ(p.hint, "use --steps 3");
   // Per-layer graphs with one step: step 0 records, nothing replays.
   CheckRun one = eager_run("a", 1), c1 = eager_run("c", 1);
-  one.config.graphs = GraphOption::per_layer;
+  one.config.graphs = GraphMode::per_layer;
   one.ranks[0].trace = record_step_trace(one);
   p = check_graph_replay(one, c1);
   EXPECT_EQ(p.status, Status::skip) << p.reason;
@@ -401,7 +401,7 @@ TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {
 CheckRun tp2_dp2_run(const std::function<StepData(int rank)>& step) {
   CheckRun run;
   run.name = "a";
-  run.config.dtype = DType::fp64;
+  run.config.dtype = ModelDType::fp64;
   run.config.tp = 2;
   run.config.dp = 2;
   for (int rank = 0; rank < 4; ++rank) {
@@ -477,7 +477,7 @@ TEST(Properties, ReplicaConsistencyComparesThePipelineStagesEmbeddingCopies) {
 TEST(Properties, ShardedGradientsCombinePiecesAndCompareWithTheSingleRankRun) {
   CheckRun single;
   single.name = "b";
-  single.config.dtype = DType::fp64;
+  single.config.dtype = ModelDType::fp64;
   RankRun one;
   StepData want;
   want.loss = 2.5;
@@ -629,7 +629,7 @@ TEST(Properties, RouterInvarianceComparesTheFirstMoeLayersLoggedStatistics) {
       << p.reason;
 
   CheckRun forced = a;
-  forced.config.moe_force_routing = ForceRoutingOption::random;
+  forced.config.moe_force_routing = ForcedRouting::random;
   EXPECT_EQ(check_router_invariance(forced, &padded).status, Status::pass);
   const CheckRun z_moved = moe_run("h", 0.5000001, 0.25);
   EXPECT_EQ(check_router_invariance(forced, &z_moved).status, Status::fail);

@@ -106,7 +106,7 @@ TEST(RunPlan, EachChangeChangesWhatItSays) {
   EXPECT_EQ(a.metrics, metrics);
   EXPECT_EQ(a.inject, s.inject);
   const RunConfig d = run_config(variant::eager, s, metrics);
-  EXPECT_EQ(d.graphs, GraphOption::none);
+  EXPECT_EQ(d.graphs, GraphMode::none);
   EXPECT_EQ(d.recompute, s.recompute);
   // A reference run keeps the code-path faults only.
   EXPECT_EQ(d.inject, std::vector<std::string>{"sp-residual-mislabel"});
@@ -118,7 +118,7 @@ TEST(RunPlan, EachChangeChangesWhatItSays) {
   EXPECT_EQ(b.dropout, 0.0);  // per-rank masks: one rank cannot draw them
   EXPECT_EQ(run_config(variant::reference_backend, s, metrics).backend, kReferenceBackend);
   EXPECT_EQ(run_config(variant::without_dropout, s, metrics).dropout, 0.0);
-  s.graphs = GraphOption::full_iteration;
+  s.graphs = GraphMode::full_iteration;
   s.metrics = {"layer-residual-accumulator-l2", "global-wgrad-l2"};
   EXPECT_EQ(run_config(variant::scenario, s, s.metrics).metrics,
             std::vector<std::string>{"global-wgrad-l2"});
@@ -142,7 +142,7 @@ TEST(CheckPlan, PlansTheUnionOfTheRunsThePropertiesNeed) {
     return run_names(plan);
   };
   EXPECT_EQ(expect_union(s), (std::vector<std::string>{"a", "b", "c", "a2", "d"}));
-  s.graphs = GraphOption::none;  // no graphs: graph_replay's reference is (c)
+  s.graphs = GraphMode::none;  // no graphs: graph_replay's reference is (c)
   EXPECT_EQ(expect_union(s), (std::vector<std::string>{"a", "b", "c", "a2"}));
   s.dropout = 0.1;
   s.backend = "reference-twin";

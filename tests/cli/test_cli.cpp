@@ -182,12 +182,12 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.steps, 7);
   EXPECT_EQ(c.eval_every, 2);
   EXPECT_EQ(c.vocab, 200);
-  EXPECT_EQ(c.dtype, DType::bf16);
+  EXPECT_EQ(c.dtype, ModelDType::bf16);
   EXPECT_TRUE(c.fp32_residual);
   EXPECT_EQ(c.dropout, 0.1);
-  EXPECT_EQ(c.norm, NormOption::rmsnorm);
-  EXPECT_EQ(c.activation, ActivationOption::swiglu);
-  EXPECT_EQ(c.position_embedding, PositionEmbeddingOption::rope);
+  EXPECT_EQ(c.norm, NormKind::rms_norm);
+  EXPECT_EQ(c.activation, ActivationKind::swiglu);
+  EXPECT_EQ(c.position_embedding, PositionEmbeddingKind::rope);
   EXPECT_EQ(c.rotary_base, 500000.0);
   EXPECT_EQ(c.rotary_percent, 0.5);
   EXPECT_TRUE(c.rotary_interleaved);
@@ -196,7 +196,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_FALSE(c.bias_linear);
   EXPECT_EQ(c.recompute, "selective:core_attn,mlp");
   EXPECT_EQ(c.recompute_layers, 2);
-  EXPECT_EQ(c.graphs, GraphOption::per_layer);
+  EXPECT_EQ(c.graphs, GraphMode::per_layer);
   EXPECT_EQ(c.graph_warmup, 0);
   EXPECT_EQ(c.graph_scope, "attn,mlp");
   EXPECT_EQ(c.trace, "t.jsonl");
@@ -209,7 +209,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.dump, "d");
   EXPECT_EQ(c.moe_experts, 6);
   EXPECT_EQ(c.moe_topk, 3);
-  EXPECT_EQ(c.moe_score, RouterScoreOption::sqrt_softplus);
+  EXPECT_EQ(c.moe_score, RouterScore::sqrt_softplus);
   EXPECT_EQ(c.moe_ffn_hidden, 48);
   EXPECT_EQ(c.moe_layers, "every:2");
   EXPECT_EQ(c.moe_aux_loss, 0.01);
@@ -219,7 +219,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   EXPECT_EQ(c.moe_expert_bias, 0.001);
   EXPECT_EQ(c.moe_capacity_factor, 1.25);
   EXPECT_EQ(c.moe_shared_expert_ffn, 64);
-  EXPECT_EQ(c.moe_force_routing, ForceRoutingOption::biased);
+  EXPECT_EQ(c.moe_force_routing, ForcedRouting::biased);
   EXPECT_EQ(c.padding_fraction, 0.25);
   EXPECT_EQ(c.padding_token_shift, 3);
   EXPECT_TRUE(c.distributed_optimizer);
@@ -253,7 +253,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
       parse({"run", "--optimizer", "adam", "--adam-beta1", "0.8", "--adam-beta2", "0.99",
              "--adam-eps", "1e-6", "--save-checkpoint", "ck", "--save-every", "1"});
   ASSERT_TRUE(saving.errors.empty()) << saving.errors.front();
-  EXPECT_EQ(saving.config.optimizer, OptimizerOption::adam);
+  EXPECT_EQ(saving.config.optimizer, OptimizerKind::adam);
   EXPECT_EQ(saving.config.adam_beta1, 0.8);
   EXPECT_EQ(saving.config.adam_beta2, 0.99);
   EXPECT_EQ(saving.config.adam_eps, 1e-6);

@@ -22,7 +22,7 @@ void expect_only(const RunConfig& c, const std::string& line) {
 // rotated channels 2 * ceil(int(head_dim * percent) / 2) fit in the head.
 TEST(RunConfigValidation, RotaryOptionsAndNormEpsilon) {
   RunConfig c;
-  c.position_embedding = PositionEmbeddingOption::rope;
+  c.position_embedding = PositionEmbeddingKind::rope;
   c.rotary_base = 500000;
   c.rotary_percent = 0.5;
   c.rotary_interleaved = true;
@@ -48,7 +48,7 @@ TEST(RunConfigValidation, RotaryOptionsAndNormEpsilon) {
               "--position-embedding rope: rotary embeddings need an even head dimension "
               "(kv_channels = 5)");
   c = {};
-  c.position_embedding = PositionEmbeddingOption::rope;
+  c.position_embedding = PositionEmbeddingKind::rope;
   c.rotary_base = 0;
   expect_only(c, "--rotary-base 0: must be > 0");
   c = {};

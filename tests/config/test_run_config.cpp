@@ -87,7 +87,7 @@ TEST(RunConfigValidation, HiddenDivisibleByHeads) {
 
 TEST(RunConfigValidation, RotaryEmbeddingsNeedAnEvenHeadDimension) {
   RunConfig c;
-  c.position_embedding = PositionEmbeddingOption::rope;
+  c.position_embedding = PositionEmbeddingKind::rope;
   EXPECT_TRUE(validate_run_config(c).empty());  // 64 / 4 = 16
   c.hidden = 12;
   expect_only(c,
@@ -178,7 +178,7 @@ TEST(RunConfigValidation, KvChannelsSetTheHeadDimension) {
   c.kv_channels = -1;
   expect_only(c, "--kv-channels -1: must be >= 1 (0 = hidden / heads)");
   c = {};
-  c.position_embedding = PositionEmbeddingOption::rope;
+  c.position_embedding = PositionEmbeddingKind::rope;
   c.kv_channels = 5;
   expect_only(c,
               "--position-embedding rope: rotary embeddings need an even head dimension "
@@ -262,7 +262,7 @@ TEST(RunConfigValidation, Recompute) {
   c.recompute = "selective:core_attn,layernorm,mlp";
   EXPECT_TRUE(validate_run_config(c).empty());
   const RecomputeSpec spec = c.recompute_spec();
-  EXPECT_EQ(spec.kind, RecomputeOption::selective);
+  EXPECT_EQ(spec.kind, RecomputeKind::selective);
   EXPECT_TRUE(spec.has("layernorm"));
 }
 
@@ -303,7 +303,7 @@ TEST(RunConfigValidation, NumericRanges) {
   expect_only(c, "--graph-warmup -1: must be >= 0");
   c = {};
   c.graph_warmup = 0;
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   EXPECT_TRUE(validate_run_config(c).empty());
   c = {};
   c.dropout = 1.0;
@@ -429,7 +429,7 @@ TEST(RunConfigValidation, GraphsOverCollectivesTheBackendCannotCaptureAreRejecte
   c.tp = 2;
   c.cp = 1;
   c.dp = 2;
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   expect_only(c,
               "--graphs per-layer: the captured regions hold the tp/cp collectives, but on "
               "capture-limited 4 thread ranks share 1 device (use tp = cp = 1 with graphs here, "
@@ -438,9 +438,9 @@ TEST(RunConfigValidation, GraphsOverCollectivesTheBackendCannotCaptureAreRejecte
   c.sp = false;
   EXPECT_TRUE(validate_run_config(c).empty());
   c.tp = 2;
-  c.graphs = GraphOption::none;
+  c.graphs = GraphMode::none;
   EXPECT_TRUE(validate_run_config(c).empty());
-  c.graphs = GraphOption::full_iteration;
+  c.graphs = GraphMode::full_iteration;
   c.launch = LaunchMode::processes;  // the backend says processes may
   EXPECT_TRUE(validate_run_config(c).empty());
   c.backend = "reference";  // emulated capture: no limit
@@ -470,13 +470,13 @@ TEST(RunConfigValidation, MtpAndWeightGradientRules) {
   expect_only(c, "--mtp-repeated-layer: needs mtp_layers >= 1 (a layer to repeat)");
   c = RunConfig{};
   c.mtp_layers = 2;
-  c.graphs = GraphOption::full_iteration;
+  c.graphs = GraphMode::full_iteration;
   expect_only(c,
               "--mtp-layers 2: multi-token prediction runs eagerly in parity: needs graphs none");
   c = RunConfig{};
   c.observe_wgrad = true;
   EXPECT_TRUE(validate_run_config(c).empty());
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   expect_only(c,
               "--observe-wgrad: weight-gradient sites are fed by gradient hooks, host code a "
               "replayed graph skips: needs graphs none");
@@ -492,7 +492,7 @@ TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
               "for: it needs multi-token prediction layers (--mtp-layers 1)");
   RunConfig with_mtp = c;
   with_mtp.mtp_layers = 1;
-  with_mtp.graphs = GraphOption::none;
+  with_mtp.graphs = GraphMode::none;
   EXPECT_TRUE(validate_run_config(with_mtp).empty()) << cli_lines(with_mtp).front();
   c.metrics = {"layer-router-logits-l2"};
   const std::vector<std::string> lines = cli_lines(c);
@@ -509,7 +509,7 @@ TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
       << cli_lines(c).front();
   // A router inside a per-layer graph is silent on replay (7.11).
   c.cp = 1;
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   EXPECT_EQ(cli_lines(c).front(),
             "--metrics layer-router-health: metric layer-router-health reads a router site, which "
             "per-layer graphs capture (the whole layer): replays would not observe it; use "
@@ -579,7 +579,7 @@ TEST(RunConfigValidation, ModelRulesMapOntoRunKeys) {
   EXPECT_EQ(v[0].involves, std::vector<std::string>{"tp"});
   c = {};
   c.recompute = "full-uniform";
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   v = validate_run_config(c);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].field, "recompute");
@@ -611,7 +611,7 @@ TEST(RunConfigValidation, ModelRulesMapOntoRunKeys) {
 TEST(ValueSources, DescribeNamesTheSourceAndTheOverride) {
   RunConfig c;
   c.sp = true;
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   c.recompute = "full-block";
   ValueSources s;
   s.set("sp", {ValueOrigin::embedded_default, ""});
@@ -699,19 +699,19 @@ RunConfig unusual() {
   c.microbatches = 4;
   c.steps = 7;
   c.vocab = 200;
-  c.dtype = DType::bf16;
+  c.dtype = ModelDType::bf16;
   c.fp32_residual = true;
   c.dropout = 0.1;
-  c.norm = NormOption::rmsnorm;
-  c.activation = ActivationOption::swiglu;
-  c.position_embedding = PositionEmbeddingOption::rope;
+  c.norm = NormKind::rms_norm;
+  c.activation = ActivationKind::swiglu;
+  c.position_embedding = PositionEmbeddingKind::rope;
   c.rotary_base = 500000.0;
   c.rotary_percent = 0.25;
   c.rotary_interleaved = true;
   c.norm_epsilon = 1e-6;
   c.recompute = "selective:core_attn,mlp";
   c.recompute_layers = 2;
-  c.graphs = GraphOption::full_iteration;
+  c.graphs = GraphMode::full_iteration;
   c.graph_warmup = 0;
   c.trace = "t.jsonl";
   c.gather_output = true;
@@ -746,7 +746,7 @@ TEST(RunConfigJson, KeysAreTheFlagNames) {
 TEST(RunConfigJson, MissingKeysKeepDefaults) {
   const RunConfig c = run_config_from_json(nlohmann::json::parse(R"({"tp": 2, "dtype": "fp64"})"));
   EXPECT_EQ(c.tp, 2);
-  EXPECT_EQ(c.dtype, DType::fp64);
+  EXPECT_EQ(c.dtype, ModelDType::fp64);
   EXPECT_EQ(c.hidden, RunConfig{}.hidden);
 }
 
@@ -873,7 +873,7 @@ TEST(ModelMapping, RecomputeAndGraphs) {
   c.layers = 4;
   c.recompute = "full-uniform";
   c.recompute_layers = 2;
-  c.graphs = GraphOption::full_iteration;
+  c.graphs = GraphMode::full_iteration;
   c.graph_warmup = 3;
   ModelConfig m = model_config_from(c);
   EXPECT_EQ(m.recompute, RecomputeKind::full_uniform);
@@ -881,7 +881,7 @@ TEST(ModelMapping, RecomputeAndGraphs) {
   EXPECT_EQ(m.graphs, GraphMode::full_iteration);
   EXPECT_EQ(m.graph_warmup, 3);
   c.recompute = "selective:mlp,core_attn";
-  c.graphs = GraphOption::per_layer;
+  c.graphs = GraphMode::per_layer;
   m = model_config_from(c);
   EXPECT_EQ(m.recompute, RecomputeKind::selective);
   EXPECT_TRUE(m.recompute_modules.core_attn && m.recompute_modules.mlp);

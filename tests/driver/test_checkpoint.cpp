@@ -30,7 +30,7 @@ RunConfig base_run() {
   RunConfig c = testing::small_config<RunConfig>();
   c.steps = 4;
   c.microbatches = 2;
-  c.dtype = DType::fp64;
+  c.dtype = ModelDType::fp64;
   c.seed = 11;
   c.lr = 0.5;
   c.timeout = 60;
@@ -66,9 +66,9 @@ TEST(Checkpoint, ResumedAtTheSavingLayoutIsTheUninterruptedRunBitForBit) {
   c.tp = 2;
   c.dp = 2;
   c.sp = true;
-  c.dtype = DType::fp32;
+  c.dtype = ModelDType::fp32;
   c.dropout = 0.1;  // the masks after the resume come from the restored streams
-  c.optimizer = OptimizerOption::adam;
+  c.optimizer = OptimizerKind::adam;
   c.distributed_optimizer = true;
   c.lr = 0.01;
   const LaunchResult whole = run(c);
@@ -121,19 +121,19 @@ std::vector<LayoutChange> layout_changes() {
           [](RunConfig& c) {
             c.tp = 2;
             c.sp = true;
-            c.activation = ActivationOption::swiglu;  // fc1's two boxes per TP shard
+            c.activation = ActivationKind::swiglu;  // fc1's two boxes per TP shard
           },
-          [](RunConfig& c) { c.activation = ActivationOption::swiglu; }),
+          [](RunConfig& c) { c.activation = ActivationKind::swiglu; }),
       change(
           "dp1_to_dp2_distributed_adam",
           [](RunConfig& c) {
-            c.optimizer = OptimizerOption::adam;
+            c.optimizer = OptimizerKind::adam;
             c.distributed_optimizer = true;
             c.lr = 0.01;
             c.microbatches = 4;
           },
           [](RunConfig& c) {
-            c.optimizer = OptimizerOption::adam;
+            c.optimizer = OptimizerKind::adam;
             c.distributed_optimizer = true;
             c.lr = 0.01;
             c.dp = 2;
@@ -141,13 +141,13 @@ std::vector<LayoutChange> layout_changes() {
       change(
           "dp2_distributed_adam_to_tp2_dp1",
           [](RunConfig& c) {
-            c.optimizer = OptimizerOption::adam;
+            c.optimizer = OptimizerKind::adam;
             c.distributed_optimizer = true;
             c.lr = 0.01;
             c.dp = 2;
           },
           [](RunConfig& c) {
-            c.optimizer = OptimizerOption::adam;
+            c.optimizer = OptimizerKind::adam;
             c.lr = 0.01;
             c.tp = 2;
             c.microbatches = 4;
@@ -225,9 +225,9 @@ TEST(Checkpoint, PiecesCarryGlobalOffsetsAndOneMainReplica) {
   c.tp = 2;
   c.dp = 2;
   c.steps = 1;
-  c.optimizer = OptimizerOption::adam;
+  c.optimizer = OptimizerKind::adam;
   c.distributed_optimizer = true;
-  c.activation = ActivationOption::swiglu;
+  c.activation = ActivationKind::swiglu;
   c.save_checkpoint = dir.path() + "/ck";
   ASSERT_TRUE(run(c).ok());
   const checkpoint::Reader reader(c.save_checkpoint);

@@ -54,7 +54,7 @@ RunConfig moe_pipeline_run(const MoePipeline& l) {
   c.moe_per_layer_logging = true;
   c.check_collectives = true;
   c.steps = 2;
-  c.dtype = DType::fp64;
+  c.dtype = ModelDType::fp64;
   c.seed = 11;
   c.lr = 0.5;
   c.timeout = 60;

@@ -65,10 +65,10 @@ RunConfig pipeline_run(const PipelineLayout& l) {
   c.check_collectives = l.check_collectives;
   c.untie = !l.tied;
   c.mtp_layers = l.mtp;
-  if (l.mtp > 0) c.position_embedding = PositionEmbeddingOption::rope;
+  if (l.mtp > 0) c.position_embedding = PositionEmbeddingKind::rope;
   c.metrics = {"global-wgrad-l2", "global-param-l2", "layer-param-l2"};
   c.steps = 2;
-  c.dtype = DType::fp64;
+  c.dtype = ModelDType::fp64;
   c.seed = 7;
   c.lr = 0.5;
   c.timeout = 60;
@@ -254,7 +254,7 @@ TEST(PipelineConfig, InterleavedScheduleRefusesMicrobatchesThatAreNotAMultipleOf
 TEST(PipelineConfig, MtpDepthsNeedRopeAndTheLastStage) {
   RunConfig c = pipeline_run(with_embedding_copy({"x", 1, 1, 2, 1, 2, 2}, false, 1));
   EXPECT_TRUE(validate_run_config(c).empty());
-  c.position_embedding = PositionEmbeddingOption::learned;
+  c.position_embedding = PositionEmbeddingKind::learned;
   std::vector<ConfigViolation> v = validate_run_config(c);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v.front().field, "position-embedding");

@@ -29,7 +29,7 @@ RunConfig moe_run() {
   c.moe_experts = 2;
   c.moe_topk = 1;
   c.steps = 1;
-  c.dtype = DType::fp64;
+  c.dtype = ModelDType::fp64;
   c.timeout = 60;
   c.check_collectives = true;
   return c;
@@ -77,7 +77,7 @@ TEST(CollectiveSkippedWhenZero, TheNormsEpSumIsSkippedOnlyByTheEpRankNoTokenReac
   c.dp = 2;
   c.ep = 2;
   c.metrics = {"global-wgrad-l2"};
-  c.moe_force_routing = ForceRoutingOption::biased;
+  c.moe_force_routing = ForcedRouting::biased;
   c.inject = {kFault};
   const std::string text = failure_of(c);
   EXPECT_NE(text.find("collective mismatch on ep group [0, 1]: rank 0 called all_reduce(sum) on "
@@ -86,7 +86,7 @@ TEST(CollectiveSkippedWhenZero, TheNormsEpSumIsSkippedOnlyByTheEpRankNoTokenReac
       << text;
   EXPECT_NE(text.find("but rank 1 called barrier on ep"), std::string::npos) << text;
   // Top-2 of 2 experts: both EP ranks receive every token, none skips.
-  c.moe_force_routing = ForceRoutingOption::none;
+  c.moe_force_routing = ForcedRouting::none;
   c.moe_topk = 2;
   expect_unchanged_by_the_fault(c);
 }

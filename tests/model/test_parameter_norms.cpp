@@ -33,7 +33,7 @@ RunConfig norms_run(int tp, int cp, int dp, int ep) {
   c.moe_layers = "every:2";  // layer 0 MoE, layer 1 dense
   c.steps = 2;
   c.microbatches = 4 / dp;  // the same global batch in every layout
-  c.dtype = DType::fp64;
+  c.dtype = ModelDType::fp64;
   c.lr = 0.5;
   c.timeout = 60;
   c.metrics = {"global-wgrad-l2", "global-param-l2", "layer-param-l2"};

@@ -34,7 +34,7 @@ RunConfig small_run(int tp, int cp, int dp, bool sp, int microbatches = 2) {
   c.sp = sp;
   c.microbatches = microbatches;
   c.steps = 2;
-  c.dtype = DType::fp64;
+  c.dtype = ModelDType::fp64;
   c.seed = 99;
   c.lr = 0.5;
   c.timeout = 60;
@@ -253,14 +253,14 @@ TEST(TrainingStepDriver, MoeTrackerLogsEachMicrobatchOnceUnderRecomputeAndGraphs
   EXPECT_EQ(load, 48.0);
   struct Variant {
     std::string name, recompute;
-    GraphOption graphs;
+    GraphMode graphs;
   };
   for (const Variant& v :
-       {Variant{"full-uniform", "full-uniform", GraphOption::none},
-        Variant{"selective moe", "selective:moe", GraphOption::none},
-        Variant{"per-layer graphs", "none", GraphOption::per_layer},
-        Variant{"per-layer graphs, selective moe", "selective:moe", GraphOption::per_layer},
-        Variant{"full-iteration graphs", "none", GraphOption::full_iteration}}) {
+       {Variant{"full-uniform", "full-uniform", GraphMode::none},
+        Variant{"selective moe", "selective:moe", GraphMode::none},
+        Variant{"per-layer graphs", "none", GraphMode::per_layer},
+        Variant{"per-layer graphs, selective moe", "selective:moe", GraphMode::per_layer},
+        Variant{"full-iteration graphs", "none", GraphMode::full_iteration}}) {
     SCOPED_TRACE(v.name);
     RunConfig c = base;
     c.recompute = v.recompute;

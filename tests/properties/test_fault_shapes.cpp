@@ -56,14 +56,14 @@ RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
       RC_ASSERT(c.dropout > 0);
       RC_ASSERT(c.recompute.rfind("full-", 0) == 0);
     } else if (f == fault_warmup_counted_as_step) {
-      RC_ASSERT(c.graphs == GraphOption::per_layer);
+      RC_ASSERT(c.graphs == GraphMode::per_layer);
       RC_ASSERT(c.graph_warmup >= 1);
       RC_ASSERT(c.steps >= 2);
     } else if (f == fault_observe_forced_logits) {
-      RC_ASSERT(c.moe_force_routing != ForceRoutingOption::none);
+      RC_ASSERT(c.moe_force_routing != ForcedRouting::none);
     } else if (f == fault_expert_skip_empty_rank) {
       RC_ASSERT(c.ep == 2);
-      RC_ASSERT(c.moe_force_routing == ForceRoutingOption::biased);
+      RC_ASSERT(c.moe_force_routing == ForcedRouting::biased);
       RC_ASSERT(c.moe_topk <= c.moe_experts / 2);
     } else if (f == fault_aux_loss_tracked_on_recompute) {
       RC_ASSERT(logs_a_loss(c));
@@ -73,8 +73,8 @@ RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
       RC_ASSERT(checkpoints_router(c));
     } else if (f == fault_aux_loss_tracker_host_side) {
       RC_ASSERT(logs_a_loss(c));
-      RC_ASSERT(c.graphs != GraphOption::none);
-      if (c.graphs == GraphOption::per_layer) {
+      RC_ASSERT(c.graphs != GraphMode::none);
+      if (c.graphs == GraphMode::per_layer) {
         RC_ASSERT(parse_graph_scope(c.graph_scope, nullptr)->captures_router());
         RC_ASSERT(c.steps >= 2);
       } else {
@@ -84,7 +84,7 @@ RC_GTEST_PROP(FaultShapes, ShapedMoeScenariosAreValidAndTakeTheFaultsPath, ()) {
       // An idle EP rank and the gradient norm, else idle sequence ranks and the tracker.
       const bool norm =
           std::find(c.metrics.begin(), c.metrics.end(), "global-wgrad-l2") != c.metrics.end();
-      RC_ASSERT((c.ep == 2 && c.moe_force_routing == ForceRoutingOption::biased &&
+      RC_ASSERT((c.ep == 2 && c.moe_force_routing == ForcedRouting::biased &&
                  c.moe_topk <= c.moe_experts / 2 && norm) ||
                 (c.padding_fraction >= 0.5 && c.moe_per_layer_logging));
       RC_ASSERT(c.check_collectives);
@@ -133,13 +133,13 @@ RC_GTEST_PROP(FaultShapes, ShapedResumeScenariosAreValidAndTakeTheFaultsPath, ()
     RC_ASSERT(c.resume_at < c.steps);
     const RunConfig at = resumed_config(c).value();
     if (fault == fault_reshard_flat_buffer_order) {
-      RC_ASSERT(c.distributed_optimizer && c.optimizer == OptimizerOption::adam);
-      RC_ASSERT(c.dtype == DType::fp64 && c.lr > 0);
+      RC_ASSERT(c.distributed_optimizer && c.optimizer == OptimizerKind::adam);
+      RC_ASSERT(c.dtype == ModelDType::fp64 && c.lr > 0);
       RC_ASSERT(at.dp != c.dp);
     } else if (fault == fault_resume_rng_not_restored) {
       RC_ASSERT(c.dropout > 0 && same_layout(c, at));
     } else if (fault == fault_optimizer_step_not_saved) {
-      RC_ASSERT(c.optimizer == OptimizerOption::adam && c.lr > 0);
+      RC_ASSERT(c.optimizer == OptimizerKind::adam && c.lr > 0);
     } else {
       RC_ASSERT(c.world_size() > 1);
     }
@@ -182,7 +182,7 @@ TEST(FaultShapes, DeclinesWhatCannotShowTheFault) {
   RunConfig full;
   full.moe_experts = 4;
   full.recompute = "full-uniform";
-  full.graphs = GraphOption::none;
+  full.graphs = GraphMode::none;
   EXPECT_FALSE(scenarios::shape_for_fault(full, fault_aux_loss_tracker_host_side));
 }
 

@@ -31,7 +31,7 @@ struct Idle {
 Idle idle_of(const RunConfig& c) {
   Idle out;
   if (c.moe_experts < 2) return out;
-  if (c.moe_force_routing == ForceRoutingOption::biased) {
+  if (c.moe_force_routing == ForcedRouting::biased) {
     // Every token prefers experts 0..k-1 (the router's forcing bias).
     out.expert = c.moe_topk < c.moe_experts;
     out.ep_rank = c.ep > 1 && c.moe_topk <= c.moe_experts / c.ep;  // EP rank 0 owns 0..E/ep-1

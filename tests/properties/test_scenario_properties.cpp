@@ -221,7 +221,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   rc::detail::checkProperty(
       rc::detail::toProperty([&] {
         const RunConfig c = *scenarios::gen_scenario();
-        if (c.graphs == GraphOption::per_layer) {
+        if (c.graphs == GraphMode::per_layer) {
           const GraphScope g = parse_graph_scope(c.graph_scope, nullptr).value();
           if (g.whole_layer()) scopes.insert("whole layer");
           if (g.attn) scopes.insert("attn");
@@ -300,7 +300,7 @@ TEST(ScenarioGenerators, DrawResumesAtTheSameLayoutAndWithEachAxisChanged) {
                                   seen.insert(c.distributed_optimizer ? "dp, distributed" : "dp");
                                 if (at.pp != c.pp) seen.insert(c.pp > 1 ? "pp to 1" : "pp from 1");
                                 if (at.ep != c.ep) seen.insert("ep");
-                                if (c.optimizer == OptimizerOption::adam) seen.insert("adam");
+                                if (c.optimizer == OptimizerKind::adam) seen.insert("adam");
                               }),
                               metadata, params, quiet);
   }

@@ -28,7 +28,7 @@ TEST(SweepMatrix, ExpandsTheCartesianProductLastAxisFastest) {
   EXPECT_EQ(m.cases[2].id, "tp=2 dtype=fp32");
   EXPECT_EQ(m.cases[3].index, 3);
   EXPECT_EQ(m.cases[3].config.tp, 2);
-  EXPECT_EQ(m.cases[3].config.dtype, DType::fp64);
+  EXPECT_EQ(m.cases[3].config.dtype, ModelDType::fp64);
   EXPECT_EQ(m.axes, (std::vector<std::string>{"tp", "dtype"}));
   EXPECT_EQ(m.expansion, 4);
 }

@@ -81,7 +81,7 @@ std::string site_count_rule(const RunConfig& c) {
 }
 
 bool captured_by_layer_graphs(const RunConfig& c, const std::string& site) {
-  if (c.graphs != GraphOption::per_layer) return false;
+  if (c.graphs != GraphMode::per_layer) return false;
   const std::optional<LayerStage> stage = layer_stage_of_site(site);
   if (!stage) return false;  // the residual stream and the logits: eager
   const ModelConfig m = model_config_from(c);
@@ -94,7 +94,7 @@ bool captured_by_layer_graphs(const RunConfig& c, const std::string& site) {
 }
 
 bool kind_captured_by_layer_graphs(const RunConfig& c, const std::string& kind) {
-  if (c.graphs != GraphOption::per_layer) return false;
+  if (c.graphs != GraphMode::per_layer) return false;
   const std::optional<SourceKind> source = source_kind_from_string(kind);
   if (!source) return false;  // the logged MoE statistics, the optimizer's norms
   const ModelConfig m = model_config_from(c);

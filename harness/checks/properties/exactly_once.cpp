@@ -18,11 +18,11 @@ namespace {
 // full-iteration graphs observe eagerly only before the capture).
 bool observed_in_counting_phase(const RunConfig& c, const std::string& site, std::int64_t step) {
   switch (c.graphs) {
-    case GraphOption::none:
+    case GraphMode::none:
       return true;
-    case GraphOption::per_layer:
+    case GraphMode::per_layer:
       return step == 0 || !captured_by_layer_graphs(c, site);
-    case GraphOption::full_iteration:
+    case GraphMode::full_iteration:
       return step < c.graph_warmup;
   }
   return true;
@@ -33,11 +33,11 @@ bool observed_in_counting_phase(const RunConfig& c, const std::string& site, std
 // null when (run) is such a run itself or none exists.
 const CheckRun* order_reference(const CheckRun& run, const std::vector<const CheckRun*>& runs) {
   const RunConfig& a = run.config;
-  if (a.recompute == "none" && a.graphs == GraphOption::none) return nullptr;
+  if (a.recompute == "none" && a.graphs == GraphMode::none) return nullptr;
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
     const CheckRun* r = *it;
     const RunConfig& c = r->config;
-    if (r == &run || c.recompute != "none" || c.graphs != GraphOption::none) continue;
+    if (r == &run || c.recompute != "none" || c.graphs != GraphMode::none) continue;
     if (c.tp == a.tp && c.cp == a.cp && c.dp == a.dp && c.sp == a.sp && c.layers == a.layers &&
         c.steps == a.steps && c.microbatches == a.microbatches &&
         r->ranks.size() == run.ranks.size())
@@ -141,23 +141,23 @@ PropertyResult check_exactly_once(const std::vector<const CheckRun*>& runs) {
       const std::int64_t K = c.graph_warmup;
       for (const auto& [site, kind] : sites) {
         const bool inside = captured_by_layer_graphs(c, site);
-        if (c.graphs == GraphOption::per_layer && inside) {
+        if (c.graphs == GraphMode::per_layer && inside) {
           if (K > 0) want[{-1, -1, site, "warmup"}] = static_cast<int>(K);
           want[{-1, -1, site, "capture"}] = 1;
         }
         for (std::int64_t s = 0; s < c.steps; ++s)
           for (std::int64_t m = 0; m < c.microbatches; ++m) {
             switch (c.graphs) {
-              case GraphOption::none:
+              case GraphMode::none:
                 want[{s, m, site, "eager"}] = 1;
                 break;
-              case GraphOption::per_layer:
+              case GraphMode::per_layer:
                 if (!inside)
                   want[{s, m, site, "eager"}] = 1;
                 else if (s == 0)
                   want[{s, m, site, "record"}] = 1;
                 break;
-              case GraphOption::full_iteration:
+              case GraphMode::full_iteration:
                 if (s < K)
                   want[{s, m, site, "eager"}] = 1;
                 else if (s == K)

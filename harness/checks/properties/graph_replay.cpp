@@ -47,14 +47,14 @@ std::int64_t compare_layer_input_gradients(const CheckRun& a, const CheckRun& c,
 PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
   PropertyResult p = make("graph_replay", "(" + a.name + ") vs (" + c.name + ")");
   const RunConfig& config = a.config;
-  if (config.graphs == GraphOption::none)
+  if (config.graphs == GraphMode::none)
     return skip(p, "the scenario has no graphs", "use --graphs per-layer (or full-iteration)");
   const std::int64_t K = config.graph_warmup;
   // A step after the capture is what this property compares.
-  if (config.graphs == GraphOption::per_layer && config.steps < 2)
+  if (config.graphs == GraphMode::per_layer && config.steps < 2)
     return skip(p, "per-layer graphs with 1 step: step 0 records, no step replays",
                 "use --steps 2");
-  if (config.graphs == GraphOption::full_iteration && config.steps <= K + 1)
+  if (config.graphs == GraphMode::full_iteration && config.steps <= K + 1)
     return skip(p,
                 "full-iteration graphs with " + std::to_string(config.steps) +
                     " step(s) and graph "
@@ -65,14 +65,14 @@ PropertyResult check_graph_replay(const CheckRun& a, const CheckRun& c) {
   // Per-layer warmup and capture run between steps: a training step never counts them.
   for (const RankRun& r : a.ranks)
     for (const Observation& o : r.trace)
-      if (o.step >= 0 && (o.phase == "warmup" ||
-                          (o.phase == "capture" && config.graphs == GraphOption::per_layer)))
+      if (o.step >= 0 &&
+          (o.phase == "warmup" || (o.phase == "capture" && config.graphs == GraphMode::per_layer)))
         fail(p,
              "(" + a.name + ") rank " + std::to_string(r.rank) + " " + o.site + ": a " + o.phase +
                  " observation labelled step " + std::to_string(o.step) +
                  " (graph warmup and capture are not training steps)",
              o.site);
-  if (config.graphs == GraphOption::per_layer) {
+  if (config.graphs == GraphMode::per_layer) {
     for (const RankRun& r : a.ranks)
       for (const Observation& o : r.trace) {
         if (o.step >= 1 && captured_by_layer_graphs(config, o.site))
@@ -154,7 +154,7 @@ namespace {
 // it has graphs and recompute (replays bypass checkpoints, eager runs do not),
 // else without.
 RunVariant eager_reference(const RunConfig& scenario) {
-  return scenario.graphs != GraphOption::none && scenario.recompute != "none"
+  return scenario.graphs != GraphMode::none && scenario.recompute != "none"
              ? variant::eager
              : variant::eager_without_recompute;
 }

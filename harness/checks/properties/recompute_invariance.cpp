@@ -15,7 +15,7 @@ PropertyResult check_recompute_invariance(const CheckRun& a, const CheckRun& c) 
     return skip(p, "the scenario has no recompute",
                 "use --recompute selective:core_attn (or full-uniform, full-block, "
                 "selective:layernorm, selective:mlp)");
-  if (a.config.graphs == GraphOption::full_iteration && a.config.graph_warmup == 0)
+  if (a.config.graphs == GraphMode::full_iteration && a.config.graph_warmup == 0)
     return skip(p,
                 "full-iteration graphs with graph warmup 0: every step is captured or replayed, "
                 "both bypass checkpoints, so nothing is recomputed",

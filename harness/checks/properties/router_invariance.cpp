@@ -41,7 +41,7 @@ std::int64_t compare_logged_statistics(const CheckRun& a, const CheckRun& h,
   if (a.ranks.empty() || h.ranks.empty() || a.ranks[0].steps.empty() || h.ranks[0].steps.empty())
     return 0;
   const RunConfig& c = a.config;
-  const bool forced = c.moe_force_routing != ForceRoutingOption::none;
+  const bool forced = c.moe_force_routing != ForcedRouting::none;
   const auto& ma = a.ranks[0].steps[0].metrics;
   const auto& mh = h.ranks[0].steps[0].metrics;
   std::int64_t n = 0;
@@ -105,7 +105,7 @@ class RouterInvariance final : public Property {
   }
   std::vector<RunVariant> runs_needed(const RunConfig& scenario) const override {
     if (scenario.moe_experts >= 2 &&
-        (scenario.moe_force_routing != ForceRoutingOption::none || scenario.padding_fraction > 0))
+        (scenario.moe_force_routing != ForcedRouting::none || scenario.padding_fraction > 0))
       return {variant::router_inputs_changed};
     return {};
   }
