@@ -8,6 +8,8 @@
 
 #include <stdexcept>
 
+#include "harness/base/check.h"
+
 namespace parity::gpu {
 namespace {
 
@@ -94,8 +96,8 @@ void CudaGraphRunner::capture_region(GraphRegion& r) {
 std::vector<at::Tensor> CudaGraphRunner::replay_region(GraphRegion& region,
                                                        const std::vector<at::Tensor>& inputs) {
   auto it = region_graphs_.find(region.name);
-  if (it == region_graphs_.end())
-    throw std::logic_error("graph region " + region.name + " has no CUDA graph");
+  PARITY_CHECK_INTERNAL(it != region_graphs_.end(),
+                        "graph region " + region.name + " has no CUDA graph");
   at::cuda::CUDAGraph* graph = it->second.get();
   return replay_with_recompute_backward(region, inputs, [graph](GraphRegion&) {
     graph->replay();  // a launch on the rank's stream; no host code, no site fires
@@ -123,7 +125,7 @@ void CudaGraphRunner::end_iteration_capture(bool completed) {
 }
 
 std::vector<at::Tensor> CudaGraphRunner::replay_iteration(GraphRegion& iteration) {
-  if (!iteration_graph_) throw std::logic_error("full-iteration graph was not captured");
+  PARITY_CHECK_INTERNAL(iteration_graph_, "full-iteration graph was not captured");
   iteration_graph_->replay();
   const std::vector<at::Tensor>& params = static_parameters();
   for (size_t i = 0; i < params.size() && i < static_gradients_.size(); ++i) {

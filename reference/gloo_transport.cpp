@@ -10,6 +10,7 @@
 
 #include <mutex>
 
+#include "harness/base/check.h"
 #include "harness/compat/torch_compat.h"
 #include "harness/parallel/c10_error_text.h"
 #include "harness/parallel/errors.h"
@@ -213,8 +214,8 @@ std::unique_ptr<CollectiveTransport> make_gloo_transport(const Rendezvous& rende
                                                          int rank_in_group, int group_size,
                                                          std::chrono::milliseconds timeout) {
   if (group_size < 1 || rank_in_group < 0 || rank_in_group >= group_size)
-    throw std::invalid_argument("gloo transport: rank " + std::to_string(rank_in_group) +
-                                " of a group of " + std::to_string(group_size));
+    PARITY_FAIL("gloo transport: rank " + std::to_string(rank_in_group) + " of a group of " +
+                std::to_string(group_size));
   const auto& rs = rendezvous.store();
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
       rs.group_prefix(group_name, rank_in_group), rs.store);

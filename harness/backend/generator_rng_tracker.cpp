@@ -10,6 +10,7 @@
 #include <string>
 
 #include "harness/backend/stable_hash.h"
+#include "harness/base/check.h"
 
 namespace parity {
 namespace {
@@ -40,8 +41,8 @@ class GeneratorRngTracker final : public RngTracker {
   }
   void restore(const RngSnapshot& snapshot) override {
     if (snapshot.states.size() != generators_.size()) {
-      throw std::invalid_argument("RngSnapshot has " + std::to_string(snapshot.states.size()) +
-                                  " streams, expected " + std::to_string(generators_.size()));
+      PARITY_FAIL("RngSnapshot has " + std::to_string(snapshot.states.size()) +
+                  " streams, expected " + std::to_string(generators_.size()));
     }
     for (size_t i = 0; i < generators_.size(); ++i) {
       const auto& bytes = snapshot.states[i];

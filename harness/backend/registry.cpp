@@ -1,4 +1,5 @@
 #include "harness/backend/registry.h"
+#include "harness/base/check.h"
 
 #include <map>
 #include <mutex>
@@ -20,7 +21,7 @@ void register_backend(const std::string& name, BackendFactory factory) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!r.factories.emplace(name, std::move(factory)).second) {
-    throw std::logic_error("backend '" + name + "' registered twice");
+    PARITY_FAIL_INTERNAL("backend '" + name + "' registered twice");
   }
 }
 
@@ -33,8 +34,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     if (it == r.factories.end()) {
       std::string known;
       for (const auto& [n, f] : r.factories) known += (known.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("unknown backend '" + name + "' (known: " +
-                                  (known.empty() ? "none" : known) + ")");
+      PARITY_FAIL("unknown backend '" + name + "' (known: " + (known.empty() ? "none" : known) +
+                  ")");
     }
     factory = it->second;
   }

@@ -1,4 +1,5 @@
 #include "harness/base/pickle_reader.h"
+#include "harness/base/check.h"
 
 #include <cstring>
 #include <limits>
@@ -150,7 +151,7 @@ class Machine {
     try {
       std::size_t used = 0;
       const long long v = std::stoll(std::string(s), &used);
-      if (used != s.size()) throw std::invalid_argument("");
+      PARITY_CHECK(used == s.size(), "");
       return make_int(v);
     } catch (const std::exception&) {
       fail("bad integer '" + std::string(s.substr(0, 40)) + "'");

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/base/files.h"
 #include "harness/base/status_line.h"
 #include "harness/checks/property.h"
@@ -125,9 +126,8 @@ CheckPlan plan_check(const RunConfig& scenario) {
   for (RunVariant v : wanted) {
     RunLabel label = label_of(v);
     for (const PlannedRun& r : p.runs)
-      if (r.name == label.name)
-        throw std::logic_error("parity check: two runs named (" + label.name + "): " + r.title +
-                               "; " + label.title);
+      PARITY_CHECK_INTERNAL(r.name != label.name, "parity check: two runs named (" + label.name +
+                                                      "): " + r.title + "; " + label.title);
     p.runs.push_back(
         {v, std::move(label.name), std::move(label.title), run_config(v, scenario, p.metrics)});
   }

@@ -1,4 +1,5 @@
 #include "harness/checks/property.h"
+#include "harness/base/check.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -36,8 +37,8 @@ const CheckRun* CheckRuns::find(RunVariant variant) const {
 
 const CheckRun& CheckRuns::at(RunVariant variant) const {
   if (const CheckRun* run = find(variant)) return *run;
-  throw std::logic_error("parity check: run " + run_ref(variant) + " " + label_of(variant).title +
-                         " was not made");
+  PARITY_FAIL_INTERNAL("parity check: run " + run_ref(variant) + " " + label_of(variant).title +
+                       " was not made");
 }
 
 PropertyResult evaluate_property(const Property& property, const CheckRuns& runs,
@@ -77,7 +78,7 @@ PropertyRegistration::PropertyRegistration(const Property& property, int place) 
 const std::vector<const Property*>& registered_properties() {
   const std::vector<const Property*>& properties = registry().properties;
   if (properties.empty())
-    throw std::logic_error(
+    PARITY_FAIL_INTERNAL(
         "parity: no property is registered (the objects of parity_check_properties were not "
         "linked)");
   return properties;

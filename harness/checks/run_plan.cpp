@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "harness/base/check.h"
 #include "harness/config/resume_layout.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/runtime/runtime_faults.h"
@@ -167,8 +168,7 @@ ResumedLaunches resumed_launches(const RunConfig& planned, const std::string& ch
   ResumedLaunches out;
   std::string why;
   const std::optional<RunConfig> at_layout = resumed_config(planned, &why);
-  if (!at_layout)
-    throw std::invalid_argument("--resume-layout " + planned.resume_layout + ": " + why);
+  PARITY_CHECK(at_layout, "--resume-layout " + planned.resume_layout + ": " + why);
   out.resuming = *at_layout;
   out.resuming.resume = checkpoint;
   out.resuming.steps = planned.steps;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/base/check.h"
 #include "harness/config/run_config_fields.h"
 
 namespace parity {
@@ -85,7 +86,7 @@ void RunConfig::clear_pipeline() {
 RecomputeSpec RunConfig::recompute_spec() const {
   std::string why;
   std::optional<RecomputeSpec> spec = parse_recompute(recompute, &why);
-  if (!spec) throw std::invalid_argument("--recompute " + recompute + ": " + why);
+  PARITY_CHECK(spec, "--recompute " + recompute + ": " + why);
   return *spec;
 }
 

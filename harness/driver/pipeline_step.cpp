@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/multi_token_prediction.h"
@@ -119,9 +120,9 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
                 it = any;
                 break;
               }
-          if (it == to_send.end())
-            throw std::logic_error("pipeline schedule sends the " + describe_key(key) +
-                                   " before this stage produced it (" + describe(s) + ")");
+          PARITY_CHECK_INTERNAL(it != to_send.end(),
+                                "pipeline schedule sends the " + describe_key(key) +
+                                    " before this stage produced it (" + describe(s) + ")");
           batch.push_back(PointToPointOp::send(op.peer, it->second, id, describe(op),
                                                static_cast<int>(op.tensor)));
           to_send.erase(it);
@@ -143,9 +144,9 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
         ExecutionPoint{in.step, s.microbatch, current_execution_point().phase});
     auto take = [&](P2PTensor tensor) {
       auto it = arrived.find(key_of(tensor, s.microbatch, s.chunk));
-      if (it == arrived.end())
-        throw std::logic_error("pipeline schedule runs " + describe(s) + " before the " +
-                               describe_key(key_of(tensor, s.microbatch, s.chunk)) + " arrived");
+      PARITY_CHECK_INTERNAL(it != arrived.end(),
+                            "pipeline schedule runs " + describe(s) + " before the " +
+                                describe_key(key_of(tensor, s.microbatch, s.chunk)) + " arrived");
       at::Tensor t = std::move(it->second);
       arrived.erase(it);
       return t;
@@ -175,8 +176,8 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
       continue;
     }
     auto it = live.find({s.microbatch, s.chunk});
-    if (it == live.end())
-      throw std::logic_error("pipeline schedule runs " + describe(s) + " before its forward");
+    PARITY_CHECK_INTERNAL(it != live.end(),
+                          "pipeline schedule runs " + describe(s) + " before its forward");
     LiveMicrobatch l = std::move(it->second);
     live.erase(it);
     step_heartbeat(StepPass::backward);
@@ -210,9 +211,8 @@ PipelineStepOutputs run_pipeline_microbatches(GPTModel& model, const PipelineSte
             std::to_string(k.second) + " never ran backward;";
   for (const auto& [k, t] : arrived) left += " the received " + describe_key(k) + " was unused;";
   for (const auto& [k, t] : to_send) left += " the " + describe_key(k) + " was never sent;";
-  if (!left.empty())
-    throw std::logic_error("pipeline schedule of stage " + std::to_string(stage) +
-                           " is incomplete:" + left);
+  PARITY_CHECK_INTERNAL(left.empty(), "pipeline schedule of stage " + std::to_string(stage) +
+                                          " is incomplete:" + left);
   if (!holds_loss) out = PipelineStepOutputs{};
   return out;
 }

@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/base/safetensors.h"
 #include "harness/model/gpt_model.h"
 #include "harness/model/loaded_batch.h"
@@ -166,7 +167,7 @@ void RunDump::write_outputs(std::int64_t step, const std::vector<at::Tensor>& lo
     outputs.emplace_back("loss", gather_batch(token_losses, false));
   }
   outputs = from_every_stage(std::move(outputs));
-  if (outputs.size() != 2) throw std::logic_error("--dump: no stage holds the step's logits");
+  PARITY_CHECK_INTERNAL(outputs.size() == 2, "--dump: no stage holds the step's logits");
   write("logits.safetensors", "step 0's logits, [global batch, seq, vocab] (gathered)",
         {outputs[0]});
   write("loss.safetensors", "step 0's per-token cross entropy, [global batch, seq]", {outputs[1]});

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
@@ -87,10 +88,10 @@ std::vector<at::Tensor> PhasedGraphRunner::run_region(const std::string& name, c
 
   GraphRegion* region = find(name);
   if (region == nullptr) {
-    throw std::logic_error("graph region " + name +
-                           " was not recorded before the graphs were created");
+    PARITY_FAIL_INTERNAL("graph region " + name +
+                         " was not recorded before the graphs were created");
   }
-  if (!region->captured) throw std::logic_error("graph region " + name + " was not captured");
+  PARITY_CHECK_INTERNAL(region->captured, "graph region " + name + " was not captured");
   GraphPhaseScope replay(GraphPhase::replay);
   ++region->replays;
   return replay_region(*region, inputs);
@@ -179,10 +180,9 @@ std::vector<at::Tensor> PhasedGraphRunner::run_iteration(const RegionFn& body,
   }
   {
     at::NoGradGuard no_grad;
-    if (inputs.size() != iteration.static_inputs.size())
-      throw std::invalid_argument("full-iteration graph: replay with " +
-                                  std::to_string(inputs.size()) + " inputs, captured with " +
-                                  std::to_string(iteration.static_inputs.size()));
+    PARITY_CHECK(inputs.size() == iteration.static_inputs.size(),
+                 "full-iteration graph: replay with " + std::to_string(inputs.size()) +
+                     " inputs, captured with " + std::to_string(iteration.static_inputs.size()));
     for (size_t i = 0; i < inputs.size(); ++i) iteration.static_inputs[i].copy_(inputs[i]);
   }
   // A replay runs the captured kernels; a backend that emulates them (the
@@ -284,15 +284,14 @@ std::vector<at::Tensor> PhasedGraphRunner::replay_with_recompute_backward(
     GraphRegion& r, const std::vector<at::Tensor>& inputs,
     const std::function<void(GraphRegion&)>& execute) {
   if (inputs.size() != r.static_inputs.size()) {
-    throw std::invalid_argument("graph region " + r.name + ": replay with " +
-                                std::to_string(inputs.size()) + " inputs, captured with " +
-                                std::to_string(r.static_inputs.size()));
+    PARITY_FAIL("graph region " + r.name + ": replay with " + std::to_string(inputs.size()) +
+                " inputs, captured with " + std::to_string(r.static_inputs.size()));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].sizes() != r.static_inputs[i].sizes() ||
         inputs[i].scalar_type() != r.static_inputs[i].scalar_type()) {
-      throw std::invalid_argument("graph region " + r.name + ": replay input " + std::to_string(i) +
-                                  " differs in shape or dtype from the capture");
+      PARITY_FAIL("graph region " + r.name + ": replay input " + std::to_string(i) +
+                  " differs in shape or dtype from the capture");
     }
   }
   auto call = c10::make_intrusive<ReplayCall>();

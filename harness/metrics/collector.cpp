@@ -3,6 +3,7 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/stage_exchange.h"
 
@@ -105,9 +106,9 @@ void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& t
     return;
   }
   if (step_ && *step_ != point.step)
-    throw std::logic_error("metrics: an observation of step " + std::to_string(point.step) +
-                           " arrived before step " + std::to_string(*step_) +
-                           " was committed (site " + site.full_name() + ")");
+    PARITY_FAIL_INTERNAL("metrics: an observation of step " + std::to_string(point.step) +
+                         " arrived before step " + std::to_string(*step_) +
+                         " was committed (site " + site.full_name() + ")");
   step_ = point.step;
   placements.validate();
   MetricInput input{site, tensor, placements, is_placeholder(placements, coordinates_), batch_dim};
@@ -143,9 +144,9 @@ void MetricCollector::share_across_stages(Communicator& pp) {
   std::vector<PreparedEntry> every = gather_across_stages(pp, mine, device);
   for (auto& p : prepared_) p.clear();
   for (PreparedEntry& e : every) {
-    if (e.metric >= prepared_.size())
-      throw std::logic_error("metrics: a stage sent values of metric #" + std::to_string(e.metric) +
-                             " of " + std::to_string(prepared_.size()));
+    PARITY_CHECK_INTERNAL(e.metric < prepared_.size(), "metrics: a stage sent values of metric #" +
+                                                           std::to_string(e.metric) + " of " +
+                                                           std::to_string(prepared_.size()));
     SiteValues& v = prepared_[e.metric][e.site.full_name()];
     v.site = e.site;
     for (Prepared& p : e.microbatches) v.microbatches.push_back(std::move(p));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/metric_registry.h"
 #include "harness/metrics/stages.h"
@@ -76,9 +77,10 @@ class DimwiseMetric final : public Metric {
     double reduced = 0;
     for (const auto& m : microbatches) {
       if (m.placements.describe() != p.placements.describe() || m.placeholder)
-        throw std::invalid_argument("metric " + name() + ": microbatches of one site differ in "
-                                    "placement (" + p.placements.describe() + " vs " +
-                                    m.placements.describe() + ")");
+        PARITY_FAIL("metric " + name() +
+                    ": microbatches of one site differ in "
+                    "placement (" +
+                    p.placements.describe() + " vs " + m.placements.describe() + ")");
       values.push_back(m.value);
       reduced += m.reduced_size;
     }
@@ -142,9 +144,10 @@ class DimwiseMetric final : public Metric {
     if (needs_width()) {
       const double k = complete[-1].item<double>();
       q = complete.narrow(0, 0, complete.size(0) - 1);
-      if (k < 2)
-        throw std::invalid_argument("metric " + name() + ": normalized entropy needs K >= 2 "
-                                    "entries in the last dim, got " + std::to_string(k));
+      PARITY_CHECK(k >= 2, "metric " + name() +
+                               ": normalized entropy needs K >= 2 "
+                               "entries in the last dim, got " +
+                               std::to_string(k));
       n = q / std::log(k);
     } else {
       n = rooted ? q : q.sqrt();
@@ -194,8 +197,8 @@ class DimwiseMetric final : public Metric {
   }
 
   [[noreturn]] void fail(const MetricInput& input, const std::string& why) const {
-    throw std::invalid_argument("metric " + name() + ": site " + input.site.full_name() + " (" +
-                                input.placements.describe() + ") " + why);
+    PARITY_FAIL("metric " + name() + ": site " + input.site.full_name() + " (" +
+                input.placements.describe() + ") " + why);
   }
 
   DimwiseStatistic statistic_;

@@ -4,6 +4,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/process_groups.h"
 
@@ -79,9 +80,8 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
       completed[p].resize(step.requests.size());
       for (std::size_t i = 0; i < step.requests.size(); ++i) {
         const CollectiveRequest& r = step.requests[i];
-        if (!r.value.defined())
-          throw std::invalid_argument("metric " + programs[p].metric + " (" + programs[p].label +
-                                      "): request with an undefined tensor");
+        PARITY_CHECK(r.value.defined(), "metric " + programs[p].metric + " (" + programs[p].label +
+                                            "): request with an undefined tensor");
         ++stats_.requests;
         if (group_(r.axis).size() == 1 || r.value.numel() == 0) {
           ++stats_.local;
@@ -131,9 +131,9 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
       continue;
     }
     if (result.dim() != 1 || result.size(0) != static_cast<std::int64_t>(p.step.labels.size()))
-      throw std::logic_error("metric " + p.metric + " (" + p.label +
-                             "): " + std::to_string(result.numel()) + " named values for " +
-                             std::to_string(p.step.labels.size()) + " labels");
+      PARITY_FAIL_INTERNAL("metric " + p.metric + " (" + p.label +
+                           "): " + std::to_string(result.numel()) + " named values for " +
+                           std::to_string(p.step.labels.size()) + " labels");
     for (std::size_t i = 0; i < p.step.labels.size(); ++i)
       results.push_back({p.metric, p.step.labels[i], result[i].item<double>()});
   }

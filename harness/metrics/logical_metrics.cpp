@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/metric_registry.h"
 #include "harness/metrics/stages.h"
@@ -109,7 +110,7 @@ class LogicalReductionMetric final : public Metric {
       case LogicalStatistic::nan_count: return x.isnan().sum().to(at::kDouble).reshape({1});
       case LogicalStatistic::inf_count: return x.isinf().sum().to(at::kDouble).reshape({1});
     }
-    throw std::invalid_argument("unknown statistic");
+    PARITY_FAIL("unknown statistic");
   }
   // contribution() from the observation's one-read statistics (the same
   // reductions, so the same values on the reference).
@@ -135,7 +136,7 @@ class LogicalReductionMetric final : public Metric {
       case LogicalStatistic::inf_count:
         return s.inf_count.reshape({1});
     }
-    throw std::invalid_argument("unknown statistic");
+    PARITY_FAIL("unknown statistic");
   }
   // `t` with its first element replaced by `first` (a 0-dim tensor).
   static at::Tensor with_first(const at::Tensor& t, const at::Tensor& first) {

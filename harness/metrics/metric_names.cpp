@@ -3,6 +3,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/base/nearest_names.h"
 #include "harness/metrics/metric_registry.h"
 
@@ -150,24 +151,21 @@ std::vector<std::string> known_metric_names() {
 }
 
 std::vector<MetricSpec> parse_metric_names(const std::vector<std::string>& names) {
-  if (names.empty())
-    throw std::invalid_argument("--metrics: no metric named; known metrics: " + known_list());
+  if (names.empty()) PARITY_FAIL("--metrics: no metric named; known metrics: " + known_list());
   std::vector<MetricSpec> out;
   std::set<std::string> seen;
   for (const auto& raw : names) {
     const std::string name = trim(raw);
-    if (name.empty())
-      throw std::invalid_argument("--metrics: empty metric name; known metrics: " + known_list());
-    if (!seen.insert(name).second)
-      throw std::invalid_argument("--metrics: metric '" + name + "' is named twice");
+    if (name.empty()) PARITY_FAIL("--metrics: empty metric name; known metrics: " + known_list());
+    PARITY_CHECK(seen.insert(name).second, "--metrics: metric '" + name + "' is named twice");
     const MetricSpec* found = nullptr;
     for (const auto& spec : known_metrics())
       if (spec.name == name) found = &spec;
     if (!found) {
       const std::string nearest = did_you_mean(name, known_metric_names(), "'");
-      throw std::invalid_argument(
-          "--metrics: unknown metric '" + name + "'" + (nearest.empty() ? "" : ": " + nearest) +
-          " (parity list metrics lists the " + std::to_string(known_metrics().size()) + " known)");
+      PARITY_FAIL("--metrics: unknown metric '" + name + "'" +
+                  (nearest.empty() ? "" : ": " + nearest) + " (parity list metrics lists the " +
+                  std::to_string(known_metrics().size()) + " known)");
     }
     out.push_back(*found);
   }
@@ -188,12 +186,11 @@ std::vector<MetricSpec> parse_metric_names(std::string_view list) {
 }
 
 std::shared_ptr<const Metric> make_metric(const MetricSpec& spec) {
-  if (spec.source == MetricSource::parameters)
-    throw std::invalid_argument(spec.name + " is computed from the parameters, not observed");
+  PARITY_CHECK(spec.source != MetricSource::parameters,
+               spec.name + " is computed from the parameters, not observed");
   const StatisticRegistration* r = find_statistic(spec.statistic);
   if (!r || !r->make)
-    throw std::invalid_argument("metric " + spec.name + ": unknown statistic '" + spec.statistic +
-                                "'");
+    PARITY_FAIL("metric " + spec.name + ": unknown statistic '" + spec.statistic + "'");
   return r->make(spec);
 }
 

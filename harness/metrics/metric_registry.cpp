@@ -1,4 +1,5 @@
 #include "harness/metrics/metric_registry.h"
+#include "harness/base/check.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -18,8 +19,8 @@ bool register_statistic(StatisticRegistration r) {
   std::vector<StatisticRegistration>& all = registry();
   for (const StatisticRegistration& e : all)
     if (e.statistic == r.statistic || e.order == r.order)
-      throw std::logic_error("statistic " + std::string(r.statistic) + " (order " +
-                             std::to_string(r.order) + ") registered twice");
+      PARITY_FAIL_INTERNAL("statistic " + std::string(r.statistic) + " (order " +
+                           std::to_string(r.order) + ") registered twice");
   all.push_back(std::move(r));
   std::sort(all.begin(), all.end(),
             [](const StatisticRegistration& a, const StatisticRegistration& b) {

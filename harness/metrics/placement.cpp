@@ -1,4 +1,5 @@
 #include "harness/metrics/placement.h"
+#include "harness/base/check.h"
 
 #include <stdexcept>
 
@@ -9,9 +10,8 @@ namespace {
 std::int64_t normalize_dim(std::int64_t dim, std::int64_t rank, const char* what) {
   const std::int64_t d = dim < 0 ? dim + rank : dim;
   if (d < 0 || d >= rank)
-    throw std::invalid_argument(std::string(what) + " " + std::to_string(dim) +
-                                " is out of range for a tensor of " + std::to_string(rank) +
-                                " dimensions");
+    PARITY_FAIL(std::string(what) + " " + std::to_string(dim) +
+                " is out of range for a tensor of " + std::to_string(rank) + " dimensions");
   return d;
 }
 
@@ -33,14 +33,13 @@ FlatShard make_flat_shard(std::vector<std::int64_t> logical_shape, std::int64_t 
                           std::int64_t end) {
   FlatShard f{std::move(logical_shape), start, end};
   for (std::int64_t d : f.logical_shape)
-    if (d < 0)
-      throw std::invalid_argument("FlatShard: logical shape " + shape_to_string(f.logical_shape) +
-                                  " has a negative dimension");
+    PARITY_CHECK(d >= 0, "FlatShard: logical shape " + shape_to_string(f.logical_shape) +
+                             " has a negative dimension");
   const std::int64_t numel = f.logical_numel();
   if (!(0 <= start && start <= end && end <= numel))
-    throw std::invalid_argument("FlatShard: interval " + std::to_string(start) + ":" +
-                                std::to_string(end) + " is not inside 0:" + std::to_string(numel) +
-                                " (logical shape " + shape_to_string(f.logical_shape) + ")");
+    PARITY_FAIL("FlatShard: interval " + std::to_string(start) + ":" + std::to_string(end) +
+                " is not inside 0:" + std::to_string(numel) + " (logical shape " +
+                shape_to_string(f.logical_shape) + ")");
   return f;
 }
 
@@ -57,8 +56,7 @@ std::string to_string(const Placement& p) {
 Placement& AxisPlacements::at(Axis axis) {
   // tp, cp and dp only (kModelAxes): world and ep are groups, not placements.
   if (axis != Axis::tp && axis != Axis::cp && axis != Axis::dp)
-    throw std::invalid_argument("placements are per model axis (tp, cp, dp), not " +
-                                std::string(to_string(axis)));
+    PARITY_FAIL("placements are per model axis (tp, cp, dp), not " + std::string(to_string(axis)));
   return axes[static_cast<std::size_t>(axis)];
 }
 
@@ -83,11 +81,9 @@ void AxisPlacements::validate() const {
       make_flat_shard(f->logical_shape, f->start, f->end);  // throws when invalid
     }
     if (const auto* o = std::get_if<Owned>(&at(a)); o && o->rank < 0)
-      throw std::invalid_argument("placement on " + std::string(to_string(a)) +
-                                  ": Owned rank must be >= 0");
+      PARITY_FAIL("placement on " + std::string(to_string(a)) + ": Owned rank must be >= 0");
   }
-  if (flats > 1)
-    throw std::invalid_argument("placements " + describe() + ": at most one FlatShard");
+  PARITY_CHECK(flats <= 1, "placements " + describe() + ": at most one FlatShard");
 }
 
 AxisPlacements placements_for_forward_observation(std::optional<std::int64_t> tp_shard_dim,

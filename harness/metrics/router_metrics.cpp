@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "harness/base/check.h"
 #include "harness/metrics/metric_registry.h"
 #include "harness/metrics/router_statistics.h"
 #include "harness/metrics/stages.h"
@@ -94,7 +95,7 @@ Family family_of(RouterMetricFamily family) {
               true,
               false};
   }
-  throw std::invalid_argument("unknown router metric family");
+  PARITY_FAIL("unknown router metric family");
 }
 
 bool has_sum_slot(const Operation& op) {
@@ -174,10 +175,9 @@ class RouterDiagnosticsMetric final : public Metric {
     check_placements(input);
     const at::Tensor d = input.tensor.detach();
     if (d.dim() != 3 || d.size(1) != kRouterDiagnosticChannelCount || d.size(2) < 2)
-      throw std::invalid_argument("metric " + name() + ": site " + input.site.full_name() +
-                                  ": router diagnostics must be [b, " +
-                                  std::to_string(kRouterDiagnosticChannelCount) +
-                                  ", E] with E >= 2");
+      PARITY_FAIL("metric " + name() + ": site " + input.site.full_name() +
+                  ": router diagnostics must be [b, " +
+                  std::to_string(kRouterDiagnosticChannelCount) + ", E] with E >= 2");
     Prepared p;
     p.placements = input.placements;
     p.shape.assign(d.sizes().begin(), d.sizes().end());
@@ -203,12 +203,12 @@ class RouterDiagnosticsMetric final : public Metric {
     for (const Prepared& v : values) {
       if (v.layer.empty()) continue;
       if (!layout) layout.emplace(layout_of(v));
-      if (layout_of(v).experts() != layout->experts())
-        throw std::invalid_argument("metric " + name() + ": layers with different expert counts");
+      PARITY_CHECK(layout_of(v).experts() == layout->experts(),
+                   "metric " + name() + ": layers with different expert counts");
       const AxisMask m = reduction_axes(v.placements);
       if (mask && *mask != m)
-        throw std::invalid_argument("metric " + name() + ": sites with different placements (" +
-                                    v.placements.describe() + ")");
+        PARITY_FAIL("metric " + name() + ": sites with different placements (" +
+                    v.placements.describe() + ")");
       mask = m;
       const Blocks b = layout->split(v.value);
       auto [it, inserted] = layers.try_emplace(v.layer, b);
@@ -236,7 +236,7 @@ class RouterDiagnosticsMetric final : public Metric {
     const AxisPlacements& p = input.placements;
     const bool dp_ok = is_replica(p.at(Axis::dp)) || std::holds_alternative<Shard>(p.at(Axis::dp));
     if (!is_replica(p.at(Axis::tp)) || !is_replica(p.at(Axis::cp)) || !dp_ok)
-      throw std::invalid_argument(
+      PARITY_FAIL(
           "metric " + name() + ": site " + input.site.full_name() +
           ": router diagnostics summarize whole sequences, so tp and cp must be Replica and dp "
           "Replica or Shard, not " +

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/observation/router_diagnostic_channels.h"
 
 namespace parity {
@@ -84,7 +85,7 @@ at::Tensor statistic_of(const RouterDistributions& rows, RouterStatistic statist
     case RouterStatistic::topk_boundary_relative_margin:
       break;
   }
-  throw std::invalid_argument(
+  PARITY_FAIL(
       "router statistic: the overlap and the boundary margin are per-sequence channels, not "
       "functions of the distributions");
 }

@@ -6,14 +6,14 @@
 #include <vector>
 
 #include "harness/backend/stable_hash.h"
+#include "harness/base/check.h"
 
 namespace parity {
 
 SampleRule sample_rule(std::uint64_t seed, SourceKind kind, std::string_view site_name,
                        std::int64_t n, std::int64_t factor) {
-  if (n < 0) throw std::invalid_argument("sample_rule: negative population " + std::to_string(n));
-  if (factor < 1)
-    throw std::invalid_argument("sample_rule: factor " + std::to_string(factor) + " < 1");
+  PARITY_CHECK(n >= 0, "sample_rule: negative population " + std::to_string(n));
+  PARITY_CHECK(factor >= 1, "sample_rule: factor " + std::to_string(factor) + " < 1");
   SampleRule rule;
   rule.count = (n + factor - 1) / factor;
   if (n <= 1) return rule;

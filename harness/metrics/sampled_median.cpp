@@ -3,6 +3,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/metrics/metric_registry.h"
 #include "harness/metrics/sample_rule.h"
 #include "harness/metrics/stages.h"
@@ -33,9 +34,8 @@ class SampledMedianMetric final : public Metric {
   SampledMedianMetric(std::string name, KindSet kinds, LabelScope scope, std::uint64_t seed,
                       std::int64_t factor)
       : Metric(std::move(name), kinds, scope), seed_(seed), factor_(factor) {
-    if (factor < 1)
-      throw std::invalid_argument("metric " + this->name() + ": sample factor " +
-                                  std::to_string(factor) + " < 1");
+    PARITY_CHECK(factor >= 1,
+                 "metric " + this->name() + ": sample factor " + std::to_string(factor) + " < 1");
   }
 
   Prepared prepare(const MetricInput& input) const override {
@@ -57,11 +57,10 @@ class SampledMedianMetric final : public Metric {
     Prepared p = microbatches.front();
     std::vector<at::Tensor> values;
     for (const Prepared& m : microbatches) {
-      if (m.placements.describe() != p.placements.describe())
-        throw std::invalid_argument("metric " + name() + ": microbatches of site " +
-                                    p.site.full_name() + " differ in placement (" +
-                                    p.placements.describe() + " vs " + m.placements.describe() +
-                                    ")");
+      PARITY_CHECK(m.placements.describe() == p.placements.describe(),
+                   "metric " + name() + ": microbatches of site " + p.site.full_name() +
+                       " differ in placement (" + p.placements.describe() + " vs " +
+                       m.placements.describe() + ")");
       values.push_back(m.value);
     }
     p.value = at::cat(values);
@@ -73,13 +72,13 @@ class SampledMedianMetric final : public Metric {
     // One gather for the whole result (as Megatron's concatenation), so its
     // values must be split over the same axes.
     for (const Prepared& v : values)
-      if (shard_axes(v.placements) != axes)
-        throw std::invalid_argument("metric " + name() +
-                                    ": the values of one result must share their rank relations, "
-                                    "but site " +
-                                    values.front().site.full_name() + " is sharded over " +
-                                    describe_axes(axes) + " and site " + v.site.full_name() +
-                                    " over " + describe_axes(shard_axes(v.placements)));
+      PARITY_CHECK(shard_axes(v.placements) == axes,
+                   "metric " + name() +
+                       ": the values of one result must share their rank relations, "
+                       "but site " +
+                       values.front().site.full_name() + " is sharded over " + describe_axes(axes) +
+                       " and site " + v.site.full_name() + " over " +
+                       describe_axes(shard_axes(v.placements)));
     // One dtype for the gather: fp64 when some site is fp64 (the same on every rank).
     at::ScalarType dtype = at::kFloat;
     for (const Prepared& v : values)
@@ -105,12 +104,11 @@ class SampledMedianMetric final : public Metric {
     for (std::size_t i = 0; i < input.placements.axes.size(); ++i) {
       const Placement& a = input.placements.axes[i];
       if (std::holds_alternative<FlatShard>(a) || std::holds_alternative<Owned>(a))
-        throw std::invalid_argument(
-            "metric " + name() + ": site " + input.site.full_name() + " (" +
-            input.placements.describe() + ") has " + std::string(to_string(kModelAxes[i])) + "=" +
-            to_string(a) +
-            "; the sampled median takes Shard and Replica placements only (its "
-            "gather cannot place a flat interval or skip a placeholder)");
+        PARITY_FAIL("metric " + name() + ": site " + input.site.full_name() + " (" +
+                    input.placements.describe() + ") has " + std::string(to_string(kModelAxes[i])) +
+                    "=" + to_string(a) +
+                    "; the sampled median takes Shard and Replica placements only (its "
+                    "gather cannot place a flat interval or skip a placeholder)");
     }
   }
 
@@ -128,7 +126,7 @@ std::unique_ptr<Metric> make_sampled_median_metric(std::string name, KindSet kin
 
 at::Tensor sampled_median_of(const std::vector<SitePopulation>& sites, std::uint64_t seed,
                              std::int64_t factor) {
-  if (sites.empty()) throw std::invalid_argument("sampled_median_of: no site");
+  if (sites.empty()) PARITY_FAIL("sampled_median_of: no site");
   std::vector<at::Tensor> samples;
   for (const SitePopulation& s : sites) {
     const at::Tensor values = s.values.reshape({-1});

@@ -4,6 +4,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 
 PARITY_USES_FAULT(cp_population_dropped);
@@ -68,7 +69,7 @@ at::Tensor reduction_identity(ReduceOp op, std::int64_t width, at::ScalarType dt
 }
 
 at::Tensor combine(const std::vector<at::Tensor>& values, ReduceOp op) {
-  if (values.empty()) throw std::invalid_argument("combine: no values");
+  if (values.empty()) PARITY_FAIL("combine: no values");
   if (values.size() == 1) return values[0];
   const at::Tensor stacked = at::stack(values);
   switch (op) {
@@ -76,7 +77,7 @@ at::Tensor combine(const std::vector<at::Tensor>& values, ReduceOp op) {
     case ReduceOp::max: return stacked.amax(0);
     case ReduceOp::min: return stacked.amin(0);
   }
-  throw std::invalid_argument("combine: unknown reduce op");
+  PARITY_FAIL("combine: unknown reduce op");
 }
 
 MetricStep reduce_over_axes(std::vector<at::Tensor> values, std::vector<AxisMask> masks,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 
 PARITY_USES_FAULT(median_unpadded_gather);
@@ -54,7 +55,7 @@ std::vector<at::Tensor> unpadded(const at::Tensor& gathered, const at::Tensor& l
 MetricStep gather_uneven(std::vector<at::Tensor> pieces, AxisMask axes,
                          std::function<MetricStep(std::vector<at::Tensor>)> then,
                          std::size_t first_axis) {
-  if (pieces.empty()) throw std::invalid_argument("gather_uneven: no pieces");
+  if (pieces.empty()) PARITY_FAIL("gather_uneven: no pieces");
   std::size_t a = first_axis;
   while (a < kModelAxes.size() && !(axes & axis_bit(a))) ++a;
   if (a == kModelAxes.size()) return then(std::move(pieces));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/model/gather_output.h"
 #include "harness/model/layer_input_gradients.h"
@@ -185,7 +186,7 @@ const ModelChunk& GPTModel::chunk(int index) const {
 at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positions,
                              std::optional<bool> runtime_gather_output, const MtpBatch* mtp) {
   if (chunks_.size() != 1 || !chunks_[0].embeds || !chunks_[0].has_head)
-    throw std::logic_error(
+    PARITY_FAIL_INTERNAL(
         "GPTModel::forward runs a whole model: a pipeline stage runs its "
         "chunks with forward_chunk");
   return forward_chunk(0, tokens, positions, runtime_gather_output, mtp);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/model/pipeline_schedule.h"
 
 namespace parity {
@@ -395,7 +396,7 @@ std::string first_line(const std::vector<PipelineLayoutViolation>& v) {
 Resolved resolve(const PipelineLayoutConfig& c, int vp_stage, int pp_rank) {
   Resolved r;
   std::vector<PipelineLayoutViolation> v = validate(c, &r);
-  if (!v.empty()) throw std::invalid_argument(first_line(v));
+  PARITY_CHECK(v.empty(), first_line(v));
   if (pp_rank < 0 || pp_rank >= c.pp || vp_stage < 0 || vp_stage >= r.vpp)
     throw std::out_of_range("pipeline layout: no chunk (pp_rank " + str(pp_rank) + ", vp_stage " +
                             str(vp_stage) + ") with pp " + str(c.pp) + ", vpp " + str(r.vpp));

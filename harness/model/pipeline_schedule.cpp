@@ -1,4 +1,5 @@
 #include "harness/model/pipeline_schedule.h"
+#include "harness/base/check.h"
 
 #include <algorithm>
 #include <sstream>
@@ -316,7 +317,7 @@ PipelineScheduleKind pipeline_schedule_kind(const PipelineScheduleConfig& c) {
 
 std::vector<ChunkMicrobatch> pipeline_schedule_table(int microbatches, int vpp, int group) {
   std::vector<ChunkMicrobatch> table;
-  if (group < 1) throw std::invalid_argument("pipeline_schedule_table: group must be >= 1");
+  PARITY_CHECK(group >= 1, "pipeline_schedule_table: group must be >= 1");
   for (int low = 0; low < microbatches; low += group) {
     // The last group takes every microbatch left.
     const int high = low + group >= microbatches ? microbatches : low + group;
@@ -365,12 +366,10 @@ const char* p2p_call_name(P2PCall call) {
 
 std::vector<ScheduleStep> pipeline_schedule(const PipelineScheduleConfig& config, int pp_rank) {
   const auto violations = validate_pipeline_schedule(config);
-  if (!violations.empty())
-    throw std::invalid_argument("pipeline schedule: " + violations.front().field + " = " +
-                                violations.front().value + ": " + violations.front().rule);
+  PARITY_CHECK(violations.empty(), "pipeline schedule: " + violations.front().field + " = " +
+                                       violations.front().value + ": " + violations.front().rule);
   if (pp_rank < 0 || pp_rank >= config.pp)
-    throw std::invalid_argument("pipeline schedule: pp rank " + str(pp_rank) + " outside pp " +
-                                str(config.pp));
+    PARITY_FAIL("pipeline schedule: pp rank " + str(pp_rank) + " outside pp " + str(config.pp));
   switch (pipeline_schedule_kind(config)) {
     case PipelineScheduleKind::no_pipelining:
       return no_pipelining(config.microbatches, config.forward_only);

@@ -1,4 +1,5 @@
 #include "harness/model/router_diagnostics.h"
+#include "harness/base/check.h"
 
 #include <limits>
 #include <stdexcept>
@@ -17,9 +18,7 @@ std::string shape_text(const at::Tensor& t) {
 void validate(const at::Tensor& scores, const at::Tensor& aux_map, const at::Tensor& actual_map,
               const at::Tensor& expert_bias, std::int64_t s, std::int64_t b,
               const at::Tensor& padding_mask) {
-  auto fail = [](const std::string& what) {
-    throw std::invalid_argument("build_router_diagnostics: " + what);
-  };
+  auto fail = [](const std::string& what) { PARITY_FAIL("build_router_diagnostics: " + what); };
   if (s <= 0 || b <= 0)
     fail("needs a positive sequence length and batch size (s = " + std::to_string(s) +
          ", b = " + std::to_string(b) + ")");

@@ -3,6 +3,7 @@
 // this file holds the per-thread state, the RAII scopes and the single gate.
 #include "harness/observation/tensor_observation.h"
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/scope_order.h"
 
@@ -60,7 +61,7 @@ TensorObservationCapture::TensorObservationCapture(TensorObservationCallback cal
     : callback_(std::move(callback)), observer_{&callback_, kinds}, previous_(nullptr) {
   // Megatron would fail only when a notification calls None; failing at the
   // scope is clearer and keeps the gate free of a "no callback" test.
-  if (!callback_) throw std::invalid_argument("capture_tensor_observations: empty callback");
+  PARITY_CHECK(callback_, "capture_tensor_observations: empty callback");
   auto& state = detail::observation_state;
   previous_ = state.active;
   state.active = &observer_;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "harness/base/check.h"
 #include "harness/parallel/communicator.h"
 
 namespace parity {
@@ -13,9 +14,9 @@ namespace parity {
 AllToAllCounts::AllToAllCounts(int size, const at::Tensor& gathered) : size_(size) {
   const at::Tensor flat = gathered.to(at::kLong).contiguous();
   if (flat.numel() != static_cast<std::int64_t>(size) * size)
-    throw std::logic_error("all_to_all: the counts exchange returned " +
-                           std::to_string(flat.numel()) + " values for a group of " +
-                           std::to_string(size));
+    PARITY_FAIL_INTERNAL("all_to_all: the counts exchange returned " +
+                         std::to_string(flat.numel()) + " values for a group of " +
+                         std::to_string(size));
   counts_.assign(flat.data_ptr<std::int64_t>(), flat.data_ptr<std::int64_t>() + flat.numel());
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <sstream>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/parallel/all_to_all.h"
 #include "harness/parallel/errors.h"
@@ -113,18 +114,16 @@ Communicator::Communicator(Axis axis, std::vector<int> global_ranks, int rank_in
       transport_(std::move(transport)),
       status_(status),
       options_(options) {
-  if (global_ranks_.empty()) throw std::invalid_argument("communicator: empty group");
+  if (global_ranks_.empty()) PARITY_FAIL("communicator: empty group");
   if (rank_ < 0 || rank_ >= size())
-    throw std::invalid_argument("communicator: rank " + std::to_string(rank_) +
-                                " outside a group of " + std::to_string(size()));
+    PARITY_FAIL("communicator: rank " + std::to_string(rank_) + " outside a group of " +
+                std::to_string(size()));
   if (size() > 1 && !transport_)
-    throw std::invalid_argument("communicator: a group of " + std::to_string(size()) +
-                                " ranks needs a transport");
+    PARITY_FAIL("communicator: a group of " + std::to_string(size()) + " ranks needs a transport");
   if (transport_ && (transport_->size() != size() || transport_->rank() != rank_))
-    throw std::invalid_argument("communicator: transport is rank " +
-                                std::to_string(transport_->rank()) + " of " +
-                                std::to_string(transport_->size()) + ", expected rank " +
-                                std::to_string(rank_) + " of " + std::to_string(size()));
+    PARITY_FAIL("communicator: transport is rank " + std::to_string(transport_->rank()) + " of " +
+                std::to_string(transport_->size()) + ", expected rank " + std::to_string(rank_) +
+                " of " + std::to_string(size()));
 }
 
 Communicator::~Communicator() = default;
@@ -207,7 +206,7 @@ void Communicator::check_input(const at::Tensor& input, CollectiveOp op, std::in
   CollectiveCall c = make_call(op, axis_, input, reduce, dim);
   c.sequence = sequence_;
   auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(c.describe() + " on " + group_label() + ": " + why);
+    PARITY_FAIL(c.describe() + " on " + group_label() + ": " + why);
   };
   if (!input.defined()) fail("input tensor is undefined");
   if (op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter) {
@@ -268,7 +267,7 @@ void Communicator::check_all_to_all(const at::Tensor& input,
   CollectiveCall c = make_call(CollectiveOp::all_to_all, axis_, input, ReduceOp::sum, 0);
   c.sequence = sequence_;
   auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(c.describe() + " on " + group_label() + ": " + why);
+    PARITY_FAIL(c.describe() + " on " + group_label() + ": " + why);
   };
   if (!input.defined()) fail("input tensor is undefined");
   if (input.dim() == 0) fail("needs a tensor with at least one dimension (rows)");

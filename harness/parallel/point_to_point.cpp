@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 
+#include "harness/base/check.h"
 #include "harness/parallel/errors.h"
 #include "harness/parallel/rank_status.h"
 
@@ -136,8 +137,7 @@ void Communicator::check_exchange(const std::vector<PointToPointOp>& batch) cons
   for (const PointToPointOp& op : batch) {
     const char* what = op.direction == PointToPointDirection::send ? "send" : "recv";
     auto fail = [&](const std::string& why) {
-      throw std::invalid_argument(std::string(what) + " (" + op.label + ") on " + group_label() +
-                                  ": " + why);
+      PARITY_FAIL(std::string(what) + " (" + op.label + ") on " + group_label() + ": " + why);
     };
     if (op.peer < 0 || op.peer >= size())
       fail("peer " + std::to_string(op.peer) + " is not a rank of a group of " +

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/parallel/rank_status.h"
 
 namespace parity {
@@ -42,9 +43,8 @@ std::unique_ptr<TransportFactory> make_transport_factory(const std::string& name
       for (const auto& [n, _] : registry()) known += (known.empty() ? "" : ", ") + n;
     }
   }
-  if (!make)
-    throw std::invalid_argument("unknown transport '" + name + "' (known: " +
-                                (known.empty() ? "none" : known) + ")");
+  PARITY_CHECK(
+      make, "unknown transport '" + name + "' (known: " + (known.empty() ? "none" : known) + ")");
   return make();
 }
 
@@ -68,7 +68,7 @@ Communicator& RankGroups::get(Axis axis) {
       c = &edp;
       break;
   }
-  if (!c || !*c) throw std::logic_error("no " + std::string(to_string(axis)) + " group");
+  if (!c || !*c) PARITY_FAIL_INTERNAL("no " + std::string(to_string(axis)) + " group");
   return **c;
 }
 
@@ -93,7 +93,7 @@ RankGroups make_rank_groups(const ParallelTopology& topology, int rank,
     int index = -1;
     for (std::size_t i = 0; i < ranks.size(); ++i)
       if (ranks[i] == rank) index = static_cast<int>(i);
-    if (index < 0) throw std::logic_error("rank not in its own group");
+    PARITY_CHECK_INTERNAL(index >= 0, "rank not in its own group");
     std::unique_ptr<CollectiveTransport> transport;
     const int size = static_cast<int>(ranks.size());
     if (size > 1)

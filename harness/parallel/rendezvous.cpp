@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "harness/base/check.h"
 #include "harness/base/files.h"
 #include "harness/compat/torch_compat.h"
 #include "harness/parallel/c10_error_text.h"
@@ -142,7 +143,7 @@ std::shared_ptr<Rendezvous> Rendezvous::in_process(std::chrono::milliseconds tim
 
 std::shared_ptr<Rendezvous> Rendezvous::file(const std::string& path, int world_size,
                                              std::chrono::milliseconds timeout) {
-  if (world_size < 1) throw std::invalid_argument("FileStore: world size must be >= 1");
+  PARITY_CHECK(world_size >= 1, "FileStore: world size must be >= 1");
   auto s = std::make_unique<Store>();
   try {
     s->store = c10::make_intrusive<c10d::FileStore>(path, world_size);
@@ -156,7 +157,7 @@ std::shared_ptr<Rendezvous> Rendezvous::file(const std::string& path, int world_
 
 std::shared_ptr<Rendezvous> Rendezvous::node_file(const std::string& dir, int world_size,
                                                   std::chrono::milliseconds timeout) {
-  if (world_size < 1) throw std::invalid_argument("FileStore: world size must be >= 1");
+  PARITY_CHECK(world_size >= 1, "FileStore: world size must be >= 1");
   const int fd = enter_node_dir(dir);
   std::shared_ptr<Rendezvous> r;
   try {
@@ -177,7 +178,7 @@ std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, i
   if (!is_master && port == 0)
     throw RendezvousError("cannot connect to TCPStore on " + host +
                           ":0: a worker needs the master's actual port");
-  if (world_size < 1) throw std::invalid_argument("TCPStore: world size must be >= 1");
+  PARITY_CHECK(world_size >= 1, "TCPStore: world size must be >= 1");
   const std::string where = host + ":" + std::to_string(port);
   auto s = std::make_unique<Store>();
   try {

@@ -1,4 +1,5 @@
 #include "harness/parallel/topology.h"
+#include "harness/base/check.h"
 
 #include <stdexcept>
 
@@ -34,14 +35,13 @@ std::string to_string(const RankCoordinates& c) {
 ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep, int pp, int etp)
     : tp_(tp), cp_(cp), dp_(dp), ep_(ep), pp_(pp), etp_(etp > 0 ? etp : tp) {
   if (tp < 1 || cp < 1 || dp < 1 || ep < 1 || pp < 1 || etp < 0)
-    throw std::invalid_argument("parallel sizes must be >= 1");
+    PARITY_FAIL("parallel sizes must be >= 1");
   if (etp_ == tp && (cp * dp) % ep != 0)
-    throw std::invalid_argument("ep " + std::to_string(ep) +
-                                " must divide cp*dp = " + std::to_string(cp * dp));
+    PARITY_FAIL("ep " + std::to_string(ep) + " must divide cp*dp = " + std::to_string(cp * dp));
   // Megatron's initialize_model_parallel: the expert layout tiles each stage.
-  if ((tp * cp * dp) % (etp_ * ep) != 0)
-    throw std::invalid_argument("etp*ep = " + std::to_string(etp_ * ep) +
-                                " must divide tp*cp*dp = " + std::to_string(tp * cp * dp));
+  PARITY_CHECK((tp * cp * dp) % (etp_ * ep) == 0,
+               "etp*ep = " + std::to_string(etp_ * ep) +
+                   " must divide tp*cp*dp = " + std::to_string(tp * cp * dp));
 }
 
 int ParallelTopology::size(Axis axis) const {

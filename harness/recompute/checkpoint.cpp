@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
 #include "harness/observation/execution_point.h"
 #include "harness/observation/tensor_observation.h"
@@ -334,7 +335,7 @@ CheckpointWithoutOutput::~CheckpointWithoutOutput() = default;
 
 at::Tensor CheckpointWithoutOutput::checkpoint(
     const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& input) {
-  if (state_) throw std::logic_error("CheckpointWithoutOutput::checkpoint called twice");
+  if (state_) PARITY_FAIL_INTERNAL("CheckpointWithoutOutput::checkpoint called twice");
   if (checkpoint_bypassed()) {
     log_execution(name_, RecomputeExecution::bypass);
     return fn(input);

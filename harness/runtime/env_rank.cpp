@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "harness/base/check.h"
 #include "harness/compat/torch_compat.h"
 
 namespace parity {
@@ -46,7 +47,7 @@ std::vector<LaunchProblem> read_env_rank(int tp, int cp, int dp, EnvRank* out,
     try {
       std::size_t used = 0;
       const long long x = std::stoll(text, &used);
-      if (used != text.size() || x < 0 || x > 1000000) throw std::invalid_argument("");
+      if (used != text.size() || x < 0 || x > 1000000) PARITY_FAIL("");
       *value = static_cast<int>(x);
       return true;
     } catch (const std::exception&) {

@@ -1,4 +1,5 @@
 #include "harness/runtime/launch_spec.h"
+#include "harness/base/check.h"
 
 #include <nlohmann/json.hpp>
 
@@ -34,7 +35,7 @@ nlohmann::json launch_spec_to_json(const LaunchSpec& s) {
 LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
   auto field = [&](const char* key) -> const nlohmann::json& {
     if (!j.is_object() || !j.contains(key))
-      throw std::invalid_argument(std::string("launch spec: missing \"") + key + "\"");
+      PARITY_FAIL(std::string("launch spec: missing \"") + key + "\"");
     return j.at(key);
   };
   try {
@@ -53,7 +54,7 @@ LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
     else if (mode == "env")
       s.mode = LaunchMode::env;
     else
-      throw std::invalid_argument("launch spec: \"mode\" = \"" + mode + "\" is not a launch mode");
+      PARITY_FAIL("launch spec: \"mode\" = \"" + mode + "\" is not a launch mode");
     s.timeout_seconds = field("timeout_seconds").get<double>();
     s.faults = field("faults").get<std::vector<std::string>>();
     s.check_collectives = field("check_collectives").get<bool>();
@@ -61,7 +62,7 @@ LaunchSpec launch_spec_from_json(const nlohmann::json& j) {
     s.worker_executable = field("worker_executable").get<std::string>();
     return s;
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("launch spec: ") + e.what());
+    PARITY_FAIL(std::string("launch spec: ") + e.what());
   }
 }
 

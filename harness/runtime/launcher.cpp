@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "harness/base/check.h"
 #include "harness/runtime/launch_modes.h"
 #include "harness/runtime/self_check.h"
 
@@ -35,7 +36,7 @@ RankProgram find_rank_program(const std::string& name) {
   if (it != r.programs.end()) return it->second;
   std::string known;
   for (const auto& [n, p] : r.programs) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown rank program \"" + name + "\" (known: " + known + ")");
+  PARITY_FAIL("unknown rank program \"" + name + "\" (known: " + known + ")");
 }
 
 void RankContext::fault_point(std::string_view) {
@@ -100,7 +101,7 @@ LaunchResult launch(const LaunchSpec& spec, const std::string& program,
     case LaunchMode::env:
       return launch_env(spec, p, arguments);
   }
-  throw std::logic_error("unknown launch mode");
+  PARITY_FAIL_INTERNAL("unknown launch mode");
 }
 
 int serve_agent_store() {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/backend/stable_hash.h"
+#include "harness/base/check.h"
 #include "harness/observation/execution_point.h"
 
 namespace parity {
@@ -140,12 +141,12 @@ TraceRecord trace_record_from_json(const nlohmann::json& j) {
   r.microbatch = j.at("microbatch").get<std::int64_t>();
   const std::string phase = j.at("phase").get<std::string>();
   const std::optional<GraphPhase> p = graph_phase_from_string(phase);
-  if (!p) throw std::invalid_argument("trace record: unknown phase \"" + phase + "\"");
+  PARITY_CHECK(p, "trace record: unknown phase \"" + phase + "\"");
   r.phase = *p;
   r.site = j.at("site").get<std::string>();
   const std::string kind = j.at("kind").get<std::string>();
   const std::optional<SourceKind> k = source_kind_from_string(kind);
-  if (!k) throw std::invalid_argument("trace record: unknown kind \"" + kind + "\"");
+  PARITY_CHECK(k, "trace record: unknown kind \"" + kind + "\"");
   r.kind = *k;
   r.tp_shard_dim = dim_from(j.at("tp_shard_dim"));
   r.sequence_dim = dim_from(j.at("sequence_dim"));
