@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
 
@@ -14,31 +13,14 @@
 #include "harness/checks/check.h"
 #include "harness/checks/scenario.h"
 #include "harness/cli/cli.h"
+#include "tests/support/command_line.h"
+#include "tests/support/folder_entries.h"
 
 namespace parity::cli {
 namespace {
 
-int run(std::vector<std::string> a, std::string* out_text = nullptr, std::string* err_text = nullptr) {
-  a.insert(a.begin(), "parity");
-  std::vector<const char*> argv;
-  for (const std::string& s : a) argv.push_back(s.c_str());
-  std::ostringstream out, err;
-  const int code = run_command_line(static_cast<int>(argv.size()), argv.data(), out, err);
-  if (out_text) *out_text = out.str();
-  if (err_text) *err_text = err.str();
-  return code;
-}
-
-// Entries of `dir` other than . and .. (opendir: no <filesystem>, harness/base/files.h).
-int entries(const std::string& dir) {
-  int n = 0;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
-    ::closedir(d);
-  }
-  return n;
-}
+using testing::folder_entries;
+using testing::run_parity;
 
 TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
   std::ostringstream out;
@@ -64,8 +46,9 @@ TEST(CheckCommand, ReportRecordsTheBaselineAndItsDifferences) {
     return a;
   };
   std::string out, err;
-  ASSERT_EQ(run(with({"--report", base}), &out, &err), kExitOk) << out << err;
-  ASSERT_EQ(run(with({"--baseline", base, "--report", now}), &out, &err), kExitOk) << out << err;
+  ASSERT_EQ(run_parity(with({"--report", base}), &out, &err), kExitOk) << out << err;
+  ASSERT_EQ(run_parity(with({"--baseline", base, "--report", now}), &out, &err), kExitOk)
+      << out << err;
   nlohmann::json r = nlohmann::json::parse(std::ifstream(now));
   EXPECT_EQ(r["baseline"]["path"], base);
   EXPECT_EQ(r["baseline"]["differences"].size(), 0u);
@@ -73,7 +56,8 @@ TEST(CheckCommand, ReportRecordsTheBaselineAndItsDifferences) {
   nlohmann::json moved = nlohmann::json::parse(std::ifstream(base));
   moved["metrics"][0]["value"] = moved["metrics"][0]["value"].get<double>() * 1.01;
   files::write_atomically(base, moved.dump());
-  ASSERT_EQ(run(with({"--baseline", base, "--report", now}), &out, &err), kExitPropertyFailed)
+  ASSERT_EQ(run_parity(with({"--baseline", base, "--report", now}), &out, &err),
+            kExitPropertyFailed)
       << out << err;
   r = nlohmann::json::parse(std::ifstream(now));
   EXPECT_EQ(r["exit_code"], 1);
@@ -93,7 +77,8 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
     "metrics": ["layer-residual-contribution-l2", "global-output-logits-l2"]})";
   const std::string path = dir + "/report.json";
   std::string out, err;
-  ASSERT_EQ(run({"check", scenario, "--dp", "2", "--report", path}, &out, &err), kExitOk) << out << err;
+  ASSERT_EQ(run_parity({"check", scenario, "--dp", "2", "--report", path}, &out, &err), kExitOk)
+      << out << err;
   std::ifstream in(path);
   const nlohmann::json r = nlohmann::json::parse(in);
   EXPECT_EQ(r["schema"], "parity-check-report");
@@ -126,7 +111,7 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
     for (const char* k : {"metric", "label", "run", "step", "value", "reference", "max_abs", "max_rel", "compared", "ok"})
       EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_TRUE(r["notes"].is_array());
-  EXPECT_EQ(entries(dir), 2) << "the scenario and the report, no temp file left";
+  EXPECT_EQ(folder_entries(dir).size(), 2u) << "the scenario and the report, no temp file left";
 }
 
 TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
@@ -138,23 +123,31 @@ TEST(CheckCommand, BadScenarioFilesExitTwoWithOneLine) {
     return p;
   };
   std::string out, err;
-  EXPECT_EQ(run({"check", write("unknown.json", R"({"tp": 2, "tpp": 1})")}, &out, &err), kExitBadInput);
+  EXPECT_EQ(run_parity({"check", write("unknown.json", R"({"tp": 2, "tpp": 1})")}, &out, &err),
+            kExitBadInput);
   EXPECT_NE(err.find("unknown key \"tpp\""), std::string::npos) << err;
-  EXPECT_EQ(run({"check", write("type.json", R"({"tp": "two"})")}, &out, &err), kExitBadInput);
+  EXPECT_EQ(run_parity({"check", write("type.json", R"({"tp": "two"})")}, &out, &err),
+            kExitBadInput);
   EXPECT_NE(err.find("\"tp\" = \"two\": expected an integer"), std::string::npos) << err;
-  EXPECT_EQ(run({"check", write("trunc.json", R"({"tp": 2, "cp":)")}, &out, &err), kExitBadInput);
+  EXPECT_EQ(run_parity({"check", write("trunc.json", R"({"tp": 2, "cp":)")}, &out, &err),
+            kExitBadInput);
   EXPECT_NE(err.find("invalid JSON at byte 16"), std::string::npos) << err;
-  EXPECT_EQ(run({"check", dir + "/missing.json"}, &out, &err), kExitBadInput);
+  EXPECT_EQ(run_parity({"check", dir + "/missing.json"}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("missing.json: no such file (expected a JSON scenario file)"),
             std::string::npos)
       << err;
-  EXPECT_EQ(run({"check", write("rule.json", R"({"tp": 1, "sp": true})")}, &out, &err), kExitBadInput);
-  EXPECT_NE(err.find("rule.json: \"sp\" = true: sequence parallelism requires tp > 1"), std::string::npos) << err;
-  EXPECT_EQ(run({"check", "--metrics", "nope"}, &out, &err), kExitBadInput);
+  EXPECT_EQ(run_parity({"check", write("rule.json", R"({"tp": 1, "sp": true})")}, &out, &err),
+            kExitBadInput);
+  EXPECT_NE(err.find("rule.json: \"sp\" = true: sequence parallelism requires tp > 1"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run_parity({"check", "--metrics", "nope"}, &out, &err), kExitBadInput);
   EXPECT_NE(err.find("unknown metric 'nope' (parity list metrics lists the "), std::string::npos)
       << err;
-  EXPECT_EQ(run({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"}, &out, &err),
-            kExitBadInput);
+  EXPECT_EQ(
+      run_parity({"run", "--graphs", "full-iteration", "--metrics", "global-output-logits-l2"},
+                 &out, &err),
+      kExitBadInput);
   EXPECT_NE(err.find("forward metrics cannot be collected under full-iteration graphs"),
             std::string::npos)
       << err;
@@ -215,17 +208,22 @@ TEST(CheckCommand, ScenarioExpectationsDecideTheExitCode) {
   };
   std::string out, err;
   // graph_replay is SKIP without graphs: an expected PASS is not met.
-  EXPECT_EQ(run({"check", write("unmet.json", R"({"graph_replay": "PASS"})")}, &out, &err),
-            kExitPropertyFailed) << out << err;
+  EXPECT_EQ(run_parity({"check", write("unmet.json", R"({"graph_replay": "PASS"})")}, &out, &err),
+            kExitPropertyFailed)
+      << out << err;
   EXPECT_NE(out.find("expect graph_replay PASS: not met: it is SKIP (the scenario has no graphs; "
                      "to make it compare: use --graphs per-layer"),
             std::string::npos)
       << out;
   EXPECT_NE(err.find("parity check: expect graph_replay PASS: not met"), std::string::npos) << err;
   // An expected FAIL that happens is not an error.
-  EXPECT_EQ(run({"check", write("fail.json", R"({"sharded_reduction": "FAIL", "graph_replay": "SKIP"})"),
-                 "--inject", "sp-residual-mislabel"}, &out, &err),
-            kExitOk) << out << err;
+  EXPECT_EQ(
+      run_parity(
+          {"check", write("fail.json", R"({"sharded_reduction": "FAIL", "graph_replay": "SKIP"})"),
+           "--inject", "sp-residual-mislabel"},
+          &out, &err),
+      kExitOk)
+      << out << err;
   EXPECT_NE(out.find("expect sharded_reduction FAIL: met"), std::string::npos) << out;
   EXPECT_NE(out.find("check passed"), std::string::npos) << out;
   EXPECT_EQ(err.find("FAILED"), std::string::npos) << err;
@@ -262,7 +260,7 @@ TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
       "1", "--metrics", "layer-residual-contribution-rms", "--dropout", "0.1", "--recompute",
       "none", "--graphs", "none"};
   std::string out, err;
-  EXPECT_EQ(run(flags, &out, &err), kExitOk) << out << err;
+  EXPECT_EQ(run_parity(flags, &out, &err), kExitOk) << out << err;
   EXPECT_NE(out.find("sharded_reduction     PASS   (e) vs (b)"), std::string::npos) << out;
 }
 
@@ -276,11 +274,11 @@ TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
       "none", "--metrics", "layer-residual-accumulator-max", "--inject", "prepare-aliases-buffer"};
   std::vector<std::string> eager = base;
   for (const char* a : {"--graphs", "none", "--steps", "1"}) eager.push_back(a);
-  EXPECT_EQ(run(eager, &out, &err), kExitPropertyFailed) << out << err;
+  EXPECT_EQ(run_parity(eager, &out, &err), kExitPropertyFailed) << out << err;
   EXPECT_NE(out.find("graph_replay          FAIL   (a)"), std::string::npos) << out;
   std::vector<std::string> full = base;
   for (const char* a : {"--graphs", "full-iteration", "--steps", "3"}) full.push_back(a);
-  EXPECT_EQ(run(full, &out, &err), kExitPropertyFailed) << out << err;
+  EXPECT_EQ(run_parity(full, &out, &err), kExitPropertyFailed) << out << err;
   EXPECT_NE(out.find("graph_replay          FAIL   (b)"), std::string::npos) << out;
 }
 
@@ -386,7 +384,7 @@ TEST(CheckCommand, FullIterationWithoutAReplayStepIsSkipWithAHint) {
                                           "full-iteration",
                                           "--metrics",
                                           "layer-residual-contribution-l2"};
-  EXPECT_EQ(run(flags, &out, &err), kExitOk) << out << err;
+  EXPECT_EQ(run_parity(flags, &out, &err), kExitOk) << out << err;
   EXPECT_NE(out.find("recompute none, graphs full-iteration (warmup 1)"), std::string::npos) << out;
   EXPECT_NE(out.find("graph_replay          SKIP"), std::string::npos) << out;
   EXPECT_NE(out.find("no step after the capture"), std::string::npos) << out;

@@ -5,27 +5,18 @@
 # gets. With stdout not a terminal there is no such line at all.
 set -euo pipefail
 parity="$1"
-python3 - "$parity" <<'PY'
-import os, pty, re, subprocess, sys
+python3 - "$parity" "$(dirname "${BASH_SOURCE[0]}")/../support" <<'PY'
+import re, subprocess, sys
 parity = sys.argv[1]
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, sys.argv[2])
+import terminal
 ERASE = "\r\x1b[K"
 
 def on_terminal(args):
-    chunks = []
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execv(parity, [parity] + args)
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    _, status = os.waitpid(pid, 0)
-    text = b"".join(chunks).decode().replace("\r\n", "\n")  # the terminal's own line ends
-    assert os.waitstatus_to_exitcode(status) == 0, text
+    code, text = terminal.on_terminal([parity] + args)
+    text = text.replace("\r\n", "\n")  # the terminal's own line ends
+    assert code == 0, text
     return text
 
 def in_a_log(args):

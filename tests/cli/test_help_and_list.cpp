@@ -19,6 +19,7 @@
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/runtime/runtime_faults.h"
+#include "tests/support/command_line.h"
 
 namespace parity::cli {
 namespace {
@@ -29,14 +30,8 @@ struct Result {
 };
 
 Result run(std::vector<std::string> a) {
-  a.insert(a.begin(), "parity");
-  std::vector<const char*> argv;
-  for (const std::string& s : a) argv.push_back(s.c_str());
-  std::ostringstream out, err;
   Result r;
-  r.code = run_command_line(static_cast<int>(argv.size()), argv.data(), out, err);
-  r.out = out.str();
-  r.err = err.str();
+  r.code = testing::run_parity(std::move(a), &r.out, &r.err);
   return r;
 }
 

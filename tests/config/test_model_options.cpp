@@ -3,19 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "harness/config/run_config.h"
+#include "tests/support/config_violations.h"
 
 namespace parity {
 namespace {
 
-std::vector<std::string> cli_lines(const RunConfig& c) {
-  std::vector<std::string> out;
-  for (const ConfigViolation& v : validate_run_config(c)) out.push_back(format_for_cli(v));
-  return out;
-}
-
-void expect_only(const RunConfig& c, const std::string& line) {
-  EXPECT_EQ(cli_lines(c), std::vector<std::string>{line});
-}
+using testing::cli_lines;
+using testing::expect_only;
 
 // The rotary options (Megatron's rotary_base, rotary_percent,
 // rotary_interleaved) and the norm epsilon: their ranges, rope only, and the

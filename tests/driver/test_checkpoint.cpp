@@ -22,9 +22,12 @@
 #include "harness/driver/training_step.h"
 #include "harness/model/checkpoint.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/model_runs.h"
 
 namespace parity {
 namespace {
+
+using testing::run_model;
 
 RunConfig base_run() {
   RunConfig c = testing::small_config<RunConfig>();
@@ -35,15 +38,6 @@ RunConfig base_run() {
   c.lr = 0.5;
   c.timeout = 60;
   return c;
-}
-
-LaunchResult run(const RunConfig& c) {
-  const std::vector<ConfigViolation> v = validate_run_config(c);
-  EXPECT_TRUE(v.empty()) << (v.empty() ? "" : format_for_cli(v.front()));
-  register_model_program();
-  LaunchResult r = launch(c, kModelProgram);
-  if (!r.ok()) ADD_FAILURE() << r.failure->lines().front();
-  return r;
 }
 
 // `c` trained to step `at` and saved into `dir`, then resumed there at `later`
@@ -57,7 +51,7 @@ Resumed save_and_resume(const RunConfig& c, RunConfig later, int at, const std::
   saving.save_checkpoint = dir;
   later.steps = c.steps;
   later.resume = dir;
-  return {run(saving), run(later)};
+  return {run_model(saving), run_model(later)};
 }
 
 TEST(Checkpoint, ResumedAtTheSavingLayoutIsTheUninterruptedRunBitForBit) {
@@ -71,7 +65,7 @@ TEST(Checkpoint, ResumedAtTheSavingLayoutIsTheUninterruptedRunBitForBit) {
   c.optimizer = OptimizerKind::adam;
   c.distributed_optimizer = true;
   c.lr = 0.01;
-  const LaunchResult whole = run(c);
+  const LaunchResult whole = run_model(c);
   const Resumed r = save_and_resume(c, c, 2, dir.path() + "/ck");
   ASSERT_TRUE(whole.ok() && r.saving.ok() && r.resuming.ok());
   for (std::size_t rank = 0; rank < whole.results.size(); ++rank) {
@@ -195,7 +189,7 @@ TEST_P(ResumeAtAnotherLayout, TrainsAsTheUninterruptedSingleRankRun) {
   single.sp = false;
   single.clear_pipeline();
   single.distributed_optimizer = false;
-  const LaunchResult whole = run(single);
+  const LaunchResult whole = run_model(single);
   ASSERT_TRUE(whole.ok() && r.saving.ok() && r.resuming.ok());
   // The losses, directly: the same on every rank, each step the single-rank run's.
   for (const nlohmann::json& rank : r.resuming.results)
@@ -229,7 +223,7 @@ TEST(Checkpoint, PiecesCarryGlobalOffsetsAndOneMainReplica) {
   c.distributed_optimizer = true;
   c.activation = ActivationKind::swiglu;
   c.save_checkpoint = dir.path() + "/ck";
-  ASSERT_TRUE(run(c).ok());
+  ASSERT_TRUE(run_model(c).ok());
   const checkpoint::Reader reader(c.save_checkpoint);
   const nlohmann::json& m = reader.manifest();
   EXPECT_EQ(m["format"], "parity-checkpoint");
@@ -280,7 +274,7 @@ TEST(Checkpoint, AKilledSaveLeavesThePreviousCheckpointTheNewestAndLoadable) {
   c.sp = true;
   c.steps = 2;
   c.save_checkpoint = ck;
-  ASSERT_TRUE(run(c).ok());
+  ASSERT_TRUE(run_model(c).ok());
   // Resumed, saving after every step: rank 1 crashes inside the first save
   // (the run's fault point), after its own file, before the publication.
   RunConfig killed = c;
@@ -303,13 +297,13 @@ TEST(Checkpoint, AKilledSaveLeavesThePreviousCheckpointTheNewestAndLoadable) {
   RunConfig whole = c;
   whole.steps = 3;
   whole.save_checkpoint.clear();
-  const LaunchResult resumed = run(again), uninterrupted = run(whole);
+  const LaunchResult resumed = run_model(again), uninterrupted = run_model(whole);
   ASSERT_TRUE(resumed.ok() && uninterrupted.ok());
   EXPECT_EQ(resumed.results[0]["steps"][0]["loss"], uninterrupted.results[0]["steps"][2]["loss"]);
   // The next save of that step replaces the leftovers.
   RunConfig saves = again;
   saves.save_checkpoint = ck;
-  ASSERT_TRUE(run(saves).ok());
+  ASSERT_TRUE(run_model(saves).ok());
   EXPECT_FALSE(files::exists(ck + "/step_00000003.partial"));
   EXPECT_EQ(checkpoint::Reader(ck).step(), 3);
 }
@@ -330,7 +324,7 @@ TEST(Checkpoint, AMissingShardATornFileAndAnotherShapeAreOneLineNamingTheFileAnd
   c.tp = 2;
   c.steps = 1;
   c.save_checkpoint = dir.path() + "/ck";
-  ASSERT_TRUE(run(c).ok());
+  ASSERT_TRUE(run_model(c).ok());
   const std::string step = c.save_checkpoint + "/step_00000001";
   const std::string rank1 = step + "/rank00001.safetensors";
   const std::string bytes = files::read(rank1).value();

@@ -22,9 +22,13 @@
 #include "harness/model/pipeline_layout.h"
 #include "harness/trace/trace_recorder.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/model_runs.h"
 
 namespace parity {
 namespace {
+
+using testing::model_run_failure;
+using testing::run_model;
 
 struct MoePipeline {
   const char* name;
@@ -62,15 +66,6 @@ RunConfig moe_pipeline_run(const MoePipeline& l) {
   return c;
 }
 
-LaunchResult run(const RunConfig& c) {
-  const std::vector<ConfigViolation> v = validate_run_config(c);
-  EXPECT_TRUE(v.empty()) << (v.empty() ? "" : format_for_cli(v.front()));
-  register_model_program();
-  LaunchResult r = launch(c, kModelProgram);
-  if (!r.ok()) ADD_FAILURE() << r.failure->lines().front();
-  return r;
-}
-
 // (step, metric, label) -> value of the tracker's metrics of one rank.
 using Logged = std::map<std::tuple<std::size_t, std::string, std::string>, double>;
 Logged logged_of(const nlohmann::json& rank) {
@@ -89,13 +84,8 @@ class PipelineMoe : public ::testing::TestWithParam<MoePipeline> {};
 TEST_P(PipelineMoe, TrackerGradientsAndRouterSitesEqualTheSingleRankRun) {
   const MoePipeline l = GetParam();
   const RunConfig piped = moe_pipeline_run(l);
-  RunConfig whole = piped;
-  whole.tp = whole.dp = whole.ep = 1;
-  whole.sp = false;
-  whole.clear_pipeline();
-  whole.microbatches = l.microbatches * l.dp;
-  const LaunchResult single = run(whole);
-  const LaunchResult ranks = run(piped);
+  const LaunchResult single = run_model(testing::single_rank_run(piped));
+  const LaunchResult ranks = run_model(piped);
   ASSERT_TRUE(single.ok() && ranks.ok());
   const nlohmann::json& s0 = single.results[0];
   const PipelineLayoutConfig placement = model_config_from(piped).pipeline_layout();
@@ -168,15 +158,6 @@ INSTANTIATE_TEST_SUITE_P(
                       MoePipeline{"pp2_uneven_first_stage", 1, 1, 1, 2, 1, 3, 2, "every:2", 2}),
     case_name);
 
-// The failure report's text; "" when the run succeeded.
-std::string failure_of(const RunConfig& c) {
-  const std::vector<ConfigViolation> v = validate_run_config(c);
-  EXPECT_TRUE(v.empty()) << (v.empty() ? "" : format_for_cli(v.front()));
-  register_model_program();
-  const LaunchResult r = launch(c, kModelProgram);
-  return r.ok() ? "" : r.failure->text();
-}
-
 // Fault moe-tracker-size-per-stage: stage 0 builds two layers and sizes its
 // vector [2 x (2 + 4)], stage 1 one layer, [1 x 6]. The fingerprints stop
 // the pipeline sum before it moves data, naming both stages' calls.
@@ -184,7 +165,7 @@ TEST(PipelineMoeTracker, AVectorSizedPerStageIsAMismatchOnThePipelineGroup) {
   RunConfig c = moe_pipeline_run({"x", 1, 1, 1, 2, 1, 3, 2, "all", 2});
   c.trace.clear();
   c.inject = {"moe-tracker-size-per-stage"};
-  const std::string text = failure_of(c);
+  const std::string text = model_run_failure(c);
   EXPECT_NE(text.find("collective mismatch on pp group [0, 1]: rank 0 called all_reduce(sum) on "
                       "pp, float64 [12], #"),
             std::string::npos)
@@ -192,7 +173,7 @@ TEST(PipelineMoeTracker, AVectorSizedPerStageIsAMismatchOnThePipelineGroup) {
   EXPECT_NE(text.find("but rank 1 called all_reduce(sum) on pp, float64 [6], #"), std::string::npos)
       << text;
   c.inject.clear();
-  EXPECT_EQ(failure_of(c), "");
+  EXPECT_EQ(model_run_failure(c), "");
 }
 
 // Where the stages build as many layers the sizes agree and the sum adds
@@ -201,9 +182,9 @@ TEST(PipelineMoeTracker, AVectorSizedPerStageIsAMismatchOnThePipelineGroup) {
 TEST(PipelineMoeTracker, AVectorSizedPerStageWithEvenStagesLogsOtherLayersRows) {
   RunConfig c = moe_pipeline_run({"x", 1, 1, 1, 2, 1, 2, 2});
   c.trace.clear();
-  const LaunchResult right = run(c);
+  const LaunchResult right = run_model(c);
   c.inject = {"moe-tracker-size-per-stage"};
-  const LaunchResult faulty = run(c);
+  const LaunchResult faulty = run_model(c);
   ASSERT_TRUE(right.ok() && faulty.ok());
   const Logged want = logged_of(right.results[0]), got = logged_of(faulty.results[0]);
   const auto key = [](const char* label) {

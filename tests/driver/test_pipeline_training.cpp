@@ -24,9 +24,12 @@
 #include "harness/model/pipeline_layout.h"
 #include "harness/trace/trace_recorder.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/model_runs.h"
 
 namespace parity {
 namespace {
+
+using testing::run_model;
 
 struct PipelineLayout {
   std::string name;
@@ -76,27 +79,13 @@ RunConfig pipeline_run(const PipelineLayout& l) {
   return c;
 }
 
-LaunchResult run(const RunConfig& c) {
-  const std::vector<ConfigViolation> v = validate_run_config(c);
-  EXPECT_TRUE(v.empty()) << (v.empty() ? "" : format_for_cli(v.front()));
-  register_model_program();
-  LaunchResult r = launch(c, kModelProgram);
-  if (!r.ok()) ADD_FAILURE() << r.failure->lines().front();
-  return r;
-}
-
 class PipelineTraining : public ::testing::TestWithParam<PipelineLayout> {};
 
 TEST_P(PipelineTraining, LossesGradientsAndObservationsEqualTheSingleRankRun) {
   const PipelineLayout l = GetParam();
   const RunConfig piped = pipeline_run(l);
-  RunConfig whole = piped;
-  whole.tp = whole.cp = whole.dp = 1;
-  whole.sp = false;
-  whole.clear_pipeline();
-  whole.microbatches = l.microbatches * l.dp;
-  const LaunchResult single = run(whole);
-  const LaunchResult ranks = run(piped);
+  const LaunchResult single = run_model(testing::single_rank_run(piped));
+  const LaunchResult ranks = run_model(piped);
   ASSERT_TRUE(single.ok() && ranks.ok());
   const nlohmann::json& s0 = single.results[0];
   ASSERT_EQ(static_cast<int>(ranks.results.size()), l.tp * l.cp * l.dp * l.pp);
@@ -276,8 +265,8 @@ TEST(PipelineTraining, EvaluationAndWeightGradientSitesEqualTheSingleRankRun) {
   piped.observe_wgrad = true;
   RunConfig whole = piped;
   whole.clear_pipeline();
-  const LaunchResult single = run(whole);
-  const LaunchResult ranks = run(piped);
+  const LaunchResult single = run_model(whole);
+  const LaunchResult ranks = run_model(piped);
   ASSERT_TRUE(single.ok() && ranks.ok());
   const nlohmann::json& s0 = single.results[0];
   std::set<std::string> wgrad_sites;

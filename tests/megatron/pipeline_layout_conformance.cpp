@@ -8,8 +8,6 @@
 // MTP layer numbers as Megatron does. Layout strings must parse alike.
 // Usage: pipeline_layout_conformance MEGATRON.json; exit 0 all equal, 1 not.
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -18,14 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/model/pipeline_layout.h"
+#include "tests/megatron/conformance.h"
 
 namespace {
 
 using nlohmann::json;
 using parity::PipelineLayoutConfig;
 
-std::vector<std::string> failures;
-void fail(const std::string& what) { failures.push_back(what); }
+using parity::conformance::fail;
 
 PipelineLayoutConfig config_of(const json& c) {
   PipelineLayoutConfig p;
@@ -162,19 +160,9 @@ int compare_case(const json& c) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: pipeline_layout_conformance MEGATRON.json\n";
-    return 2;
-  }
-  std::ifstream in(argv[1]);
-  json megatron;
-  try {
-    megatron = json::parse(in);
-  } catch (const json::exception& e) {
-    std::cerr << argv[1] << ": " << e.what() << "\n";
-    return 2;
-  }
+namespace parity::conformance {
+
+Summary compare(const json& megatron) {
   compare_parses(megatron.at("parses"));
   int accepted = 0, chunks = 0;
   const json& cases = megatron.at("cases");
@@ -185,11 +173,10 @@ int main(int argc, char** argv) {
   }
   // The grid must reach the accepted branches, or nothing above compared answers.
   if (accepted < 100) fail("only " + std::to_string(accepted) + " configurations accepted by both");
-  for (std::size_t i = 0; i < failures.size() && i < 30; ++i)
-    std::cout << "FAIL " << failures[i] << "\n";
-  std::cout << "pipeline layout vs Megatron Core " << megatron.value("megatron_core", "?") << ": "
-            << cases.size() << " configurations, " << accepted << " accepted by both (" << chunks
-            << " chunks compared), " << megatron.at("parses").size() << " layout strings; "
-            << failures.size() << " differences\n";
-  return failures.empty() ? 0 : 1;
+  std::ostringstream counts;
+  counts << cases.size() << " configurations, " << accepted << " accepted by both (" << chunks
+         << " chunks compared), " << megatron.at("parses").size() << " layout strings";
+  return {"pipeline layout", counts.str()};
 }
+
+}  // namespace parity::conformance

@@ -12,9 +12,8 @@
 // transport tags activations and gradients apart; under tagless matching the
 // outcomes are counted and must be parity's own.
 // Usage: pipeline_schedule_conformance MEGATRON.json; exit 0 all equal, 1 not.
-#include <fstream>
-#include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +21,7 @@
 
 #include "harness/model/pipeline_schedule.h"
 #include "harness/model/pipeline_simulator.h"
+#include "tests/megatron/conformance.h"
 
 namespace {
 
@@ -31,8 +31,7 @@ using parity::P2POp;
 using parity::PipelineScheduleConfig;
 using parity::ScheduleStep;
 
-std::vector<std::string> failures;
-void fail(const std::string& what) { failures.push_back(what); }
+using parity::conformance::fail;
 
 PipelineScheduleConfig config_of(const json& c) {
   PipelineScheduleConfig p;
@@ -171,19 +170,9 @@ int compare_case(const json& c) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: pipeline_schedule_conformance MEGATRON.json\n";
-    return 2;
-  }
-  std::ifstream in(argv[1]);
-  json megatron;
-  try {
-    megatron = json::parse(in);
-  } catch (const json::exception& e) {
-    std::cerr << argv[1] << ": " << e.what() << "\n";
-    return 2;
-  }
+namespace parity::conformance {
+
+Summary compare(const json& megatron) {
   int accepted = 0, stages = 0;
   const json& cases = megatron.at("cases");
   for (const json& c : cases) {
@@ -193,13 +182,11 @@ int main(int argc, char** argv) {
   }
   // The grid must reach every schedule, or nothing above compared answers.
   if (accepted < 500) fail("only " + std::to_string(accepted) + " configurations accepted by both");
-  for (std::size_t i = 0; i < failures.size() && i < 30; ++i)
-    std::cout << "FAIL " << failures[i] << "\n";
-  std::cout << "pipeline schedules vs Megatron Core " << megatron.value("megatron_core", "?")
-            << ": " << cases.size() << " configurations, " << accepted << " run by both (" << stages
-            << " stages compared step by step); tagless matching:";
-  for (const auto& [what, count] : tagless_outcomes)
-    std::cout << " [" << what << ": " << count << "]";
-  std::cout << "; " << failures.size() << " differences\n";
-  return failures.empty() ? 0 : 1;
+  std::ostringstream counts;
+  counts << cases.size() << " configurations, " << accepted << " run by both (" << stages
+         << " stages compared step by step); tagless matching:";
+  for (const auto& [what, count] : tagless_outcomes) counts << " [" << what << ": " << count << "]";
+  return {"pipeline schedules", counts.str()};
 }
+
+}  // namespace parity::conformance

@@ -15,8 +15,6 @@
 // Usage: rank_layout_conformance MEGATRON.json; exit 0 all equal, 1 not.
 #include <ATen/ATen.h>
 
-#include <fstream>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <set>
@@ -34,14 +32,14 @@
 #include "harness/model/parameter_source.h"
 #include "harness/parallel/process_groups.h"
 #include "harness/parallel/rendezvous.h"
+#include "tests/megatron/conformance.h"
 
 namespace {
 
 using nlohmann::json;
 using namespace parity;
 
-std::vector<std::string> failures;
-void fail(const std::string& what) { failures.push_back(what); }
+using parity::conformance::fail;
 
 template <typename T>
 void expect_eq(const std::string& where, const char* what, const T& parity, const T& megatron) {
@@ -287,19 +285,9 @@ void compare_case(const json& c, const json& top, Totals& totals) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: rank_layout_conformance MEGATRON.json\n";
-    return 2;
-  }
-  std::ifstream in(argv[1]);
-  json megatron;
-  try {
-    megatron = json::parse(in);
-  } catch (const json::exception& e) {
-    std::cerr << argv[1] << ": " << e.what() << "\n";
-    return 2;
-  }
+namespace parity::conformance {
+
+Summary compare(const json& megatron) {
   Totals totals;
   const json& cases = megatron.at("cases");
   for (const json& c : cases) {
@@ -314,11 +302,10 @@ int main(int argc, char** argv) {
     fail("too little compared: " + std::to_string(totals.ranks) + " ranks, " +
          std::to_string(totals.models) + " models, " + std::to_string(totals.parameters) +
          " parameters");
-  for (std::size_t i = 0; i < failures.size() && i < 30; ++i)
-    std::cout << "FAIL " << failures[i] << "\n";
-  std::cout << "per-rank layouts vs Megatron Core " << megatron.value("megatron_core", "?") << ": "
-            << cases.size() << " layouts, " << totals.ranks << " ranks, " << totals.models
-            << " rank models, " << totals.parameters << " parameter slices compared; "
-            << failures.size() << " differences\n";
-  return failures.empty() ? 0 : 1;
+  std::ostringstream counts;
+  counts << cases.size() << " layouts, " << totals.ranks << " ranks, " << totals.models
+         << " rank models, " << totals.parameters << " parameter slices compared";
+  return {"per-rank layouts", counts.str()};
 }
+
+}  // namespace parity::conformance

@@ -16,9 +16,13 @@
 #include "harness/config/launch_mapping.h"
 #include "harness/driver/training_step.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/model_runs.h"
 
 namespace parity {
 namespace {
+
+using testing::model_run_failure;
+using testing::step_metrics;
 
 constexpr const char* kFault = "collective-skipped-when-zero";
 
@@ -35,15 +39,6 @@ RunConfig moe_run() {
   return c;
 }
 
-// The failure report's text; "" when the run succeeded.
-std::string failure_of(const RunConfig& c) {
-  const std::vector<ConfigViolation> v = validate_run_config(c);
-  EXPECT_TRUE(v.empty()) << (v.empty() ? "" : v.front().field + ": " + v.front().rule);
-  register_model_program();
-  const LaunchResult r = launch(c, kModelProgram);
-  return r.ok() ? "" : r.failure->text();
-}
-
 // (step metric label) -> value of the last rank; fails the test on a failed run.
 std::map<std::string, double> metrics_of(const RunConfig& c) {
   register_model_program();
@@ -52,12 +47,7 @@ std::map<std::string, double> metrics_of(const RunConfig& c) {
     ADD_FAILURE() << r.failure->text();
     return {};
   }
-  std::map<std::string, double> out;
-  for (const auto& step : r.results.back()["steps"])
-    for (const auto& m : step["metrics"])
-      out[std::to_string(step["step"].get<int>()) + " " + m["metric"].get<std::string>() + " " +
-          m["label"].get<std::string>()] = m["value"].get<double>();
-  return out;
+  return step_metrics(r.results.back());
 }
 
 // The same values with the fault injected as without it.
@@ -79,7 +69,7 @@ TEST(CollectiveSkippedWhenZero, TheNormsEpSumIsSkippedOnlyByTheEpRankNoTokenReac
   c.metrics = {"global-wgrad-l2"};
   c.moe_force_routing = ForcedRouting::biased;
   c.inject = {kFault};
-  const std::string text = failure_of(c);
+  const std::string text = model_run_failure(c);
   EXPECT_NE(text.find("collective mismatch on ep group [0, 1]: rank 0 called all_reduce(sum) on "
                       "ep, float64 [2], #"),
             std::string::npos)
@@ -102,7 +92,7 @@ TEST(CollectiveSkippedWhenZero, TheTrackersCpSumIsSkippedOnlyByTheCpRankWhoseTok
   c.moe_z_loss = 0.001;
   c.metrics = {"layer-residual-contribution-l2"};
   c.inject = {kFault};
-  const std::string text = failure_of(c);
+  const std::string text = model_run_failure(c);
   // The tracker's vector: [aux loss, z-loss, load of 2 experts].
   EXPECT_NE(text.find("collective mismatch on cp group [0, 1]: rank 0 called all_reduce(sum) on "
                       "cp, float64 [4], #"),
@@ -124,7 +114,7 @@ TEST(CollectiveSkippedWhenZero, TheTrackersTpSumIsSkippedOnlyByTheSequenceParall
   c.moe_per_layer_logging = true;
   c.metrics = {"layer-residual-contribution-l2"};
   c.inject = {kFault};
-  const std::string text = failure_of(c);
+  const std::string text = model_run_failure(c);
   EXPECT_NE(text.find("collective mismatch on tp group [0, 1]: rank 0 called all_reduce(sum) on "
                       "tp, float64 [4], #"),
             std::string::npos)
@@ -144,7 +134,7 @@ TEST(CollectiveSkippedWhenZero, TheTrackersPipelineSumIsSkippedOnlyByTheStageWit
   c.moe_layers = "1";
   c.moe_per_layer_logging = true;
   c.inject = {kFault};
-  const std::string text = failure_of(c);
+  const std::string text = model_run_failure(c);
   // The tracker's vector: 2 layers x [aux loss, z-loss, load of 2 experts].
   EXPECT_NE(text.find("collective mismatch on pp group [0, 1]"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 1 called all_reduce(sum) on pp, float64 [8], #"), std::string::npos)

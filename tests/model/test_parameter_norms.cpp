@@ -18,6 +18,7 @@
 #include "harness/model/flat_shard_layout.h"
 #include "harness/model/gpt_model.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/model_runs.h"
 
 namespace parity {
 namespace {
@@ -50,12 +51,7 @@ std::map<std::string, double> norms_of(const RunConfig& c, int rank = 0) {
     ADD_FAILURE() << r.failure->lines().front();
     return {};
   }
-  std::map<std::string, double> out;
-  for (const auto& step : r.results.at(rank)["steps"])
-    for (const auto& m : step["metrics"])
-      out[std::to_string(step["step"].get<int>()) + " " + m["metric"].get<std::string>() + " " +
-          m["label"].get<std::string>()] = m["value"].get<double>();
-  return out;
+  return testing::step_metrics(r.results.at(rank));
 }
 
 void expect_same_norms(const std::map<std::string, double>& got,

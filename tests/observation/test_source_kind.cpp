@@ -4,18 +4,12 @@
 #include <string>
 
 #include "harness/observation/source_kind.h"
+#include "tests/observation/observation_recorder.h"
 
 namespace parity {
 namespace {
 
-constexpr SourceKind kAllKinds[] = {
-    SourceKind::residual_accumulator, SourceKind::residual_contribution,
-    SourceKind::output_logits,        SourceKind::attention_context,
-    SourceKind::mlp_output,           SourceKind::router_logits,
-    SourceKind::router_scores,        SourceKind::router_diagnostics,
-    SourceKind::mtp_logits,           SourceKind::layernorm_output,
-    SourceKind::weight_gradient,
-};
+using testing::kAllKinds;
 static_assert(sizeof(kAllKinds) / sizeof(kAllKinds[0]) == kSourceKindCount);
 
 TEST(ObservationSourceKind, NamesRoundTripAndAreMegatronSpellings) {

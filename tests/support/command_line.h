@@ -1,6 +1,6 @@
 #pragma once
-// `parity ...` run in this process through run_command_line, argv built as the
-// binary gets it, both streams captured.
+// `parity ...` run (or parsed) in this process through run_command_line, argv built as
+// the binary gets it, both streams captured.
 #include <sstream>
 #include <string>
 #include <utility>
@@ -23,6 +23,15 @@ inline int run_parity(std::vector<std::string> args, std::string* out, std::stri
   *out = out_stream.str();
   *err = err_stream.str();
   return code;
+}
+
+// `parity <args>` parsed, not run: the command, its config and its errors (one line each).
+inline cli::ParsedCommand parse_parity(std::vector<std::string> args) {
+  args.insert(args.begin(), "parity");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out;
+  return cli::parse_command_line(static_cast<int>(argv.size()), argv.data(), out);
 }
 
 // As above, with stdout then stderr in one string (for a failure message).

@@ -5,26 +5,16 @@
 set -euo pipefail
 parity="$1"; matrix="$2"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-python3 - "$parity" "$matrix" "$work" <<'PY'
-import os, pty, subprocess, sys
-parity, matrix, work = sys.argv[1:]
+python3 - "$parity" "$matrix" "$work" "$(dirname "${BASH_SOURCE[0]}")/../support" <<'PY'
+import subprocess, sys
+parity, matrix, work, support = sys.argv[1:]
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, support)
+import terminal
 args = [parity, "sweep", matrix, "--out", work + "/tty", "--shard", "3/4"]
 # On a pseudo-terminal: stdout is a TTY.
-chunks = []
-pid, fd = pty.fork()
-if pid == 0:
-    os.execv(parity, args)
-while True:
-    try:
-        data = os.read(fd, 65536)
-    except OSError:
-        break
-    if not data:
-        break
-    chunks.append(data)
-_, status = os.waitpid(pid, 0)
-tty = b"".join(chunks).decode()
-assert os.waitstatus_to_exitcode(status) == 0, tty
+code, tty = terminal.on_terminal(args)
+assert code == 0, tty
 assert "\r\x1b[K[2/2] 0 failed, elapsed " in tty, repr(tty)
 assert ": passed " not in tty, "a line per case on a terminal: " + repr(tty)
 # Not a terminal: no updating line, one line per case.

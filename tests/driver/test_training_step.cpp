@@ -22,9 +22,12 @@
 #include "harness/model/gpt_model.h"
 #include "harness/trace/trace_recorder.h"
 #include "tests/support/model_configs.h"
+#include "tests/support/model_runs.h"
 
 namespace parity {
 namespace {
+
+using testing::run_model;
 
 RunConfig small_run(int tp, int cp, int dp, bool sp, int microbatches = 2) {
   RunConfig c = testing::small_config<RunConfig>();
@@ -42,14 +45,6 @@ RunConfig small_run(int tp, int cp, int dp, bool sp, int microbatches = 2) {
   return c;
 }
 
-LaunchResult run(const RunConfig& c) {
-  EXPECT_TRUE(validate_run_config(c).empty());
-  register_model_program();
-  LaunchResult r = launch(c, kModelProgram);
-  if (!r.ok()) ADD_FAILURE() << r.failure->lines().front();
-  return r;
-}
-
 std::vector<double> losses_of(const nlohmann::json& rank_result) {
   std::vector<double> out;
   for (const auto& s : rank_result["steps"]) out.push_back(s["loss"].get<double>());
@@ -62,8 +57,8 @@ struct Layout {
 };
 std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
   const Layout& l = info.param;
-  return "tp" + std::to_string(l.tp) + (l.sp ? "sp" : "") + "_cp" + std::to_string(l.cp) +
-         "_dp" + std::to_string(l.dp);
+  return "tp" + std::to_string(l.tp) + (l.sp ? "sp" : "") + "_cp" + std::to_string(l.cp) + "_dp" +
+         std::to_string(l.dp);
 }
 void PrintTo(const Layout& l, std::ostream* os) { *os << layout_name({l, 0}); }
 
@@ -74,8 +69,8 @@ TEST_P(TrainingStep, ShardedLossesEqualTheSingleRankRunAndEverySiteIsTracedOnce)
   constexpr int kMicrobatches = 2;
   const RunConfig sharded = small_run(l.tp, l.cp, l.dp, l.sp, kMicrobatches);
   // The single rank processes the whole global batch: dp * microbatches microbatches.
-  const LaunchResult single = run(small_run(1, 1, 1, false, l.dp * kMicrobatches));
-  const LaunchResult ranks = run(sharded);
+  const LaunchResult single = run_model(small_run(1, 1, 1, false, l.dp * kMicrobatches));
+  const LaunchResult ranks = run_model(sharded);
   ASSERT_TRUE(single.ok() && ranks.ok());
   const std::vector<double> want = losses_of(single.results[0]);
   ASSERT_EQ(want.size(), 2u);
@@ -280,8 +275,8 @@ TEST(TrainingStepDriver, MoeTrackerLogsEachMicrobatchOnceUnderRecomputeAndGraphs
 
 TEST(TrainingStepDriver, TheTraceIsDeterministic) {
   const RunConfig c = small_run(2, 1, 2, true);
-  const std::string a = trace_jsonl(run(c));
-  const std::string b = trace_jsonl(run(c));
+  const std::string a = trace_jsonl(run_model(c));
+  const std::string b = trace_jsonl(run_model(c));
   EXPECT_FALSE(a.empty());
   EXPECT_EQ(a, b);
 }

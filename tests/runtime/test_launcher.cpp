@@ -108,7 +108,10 @@ TEST(Launcher, ThreadsThrowNamesRankCoordinatesAndLastCollective) {
   EXPECT_EQ(f.rank, 3);
   EXPECT_EQ(f.kind, RankFailureKind::threw);
   const std::string line = format_rank_failure(f);
-  EXPECT_EQ(line.rfind("rank 3 (tp=1, cp=1, dp=0) threw: injected fault: throw-rank=3; last collective: ", 0), 0u)
+  EXPECT_EQ(
+      line.rfind("rank 3 (tp=1, cp=1, dp=0) threw: injected fault: throw-rank=3; last collective: ",
+                 0),
+      0u)
       << line;
   EXPECT_TRUE(std::regex_search(line, kLastCollective)) << line;
   for (std::size_t i = 1; i < r.failure->ranks.size(); ++i)
@@ -503,8 +506,10 @@ class ProcessesMode : public ::testing::Test {
   void TearDown() override {
     // The launcher removed its private directory.
     EXPECT_TRUE(folder_entries(tmp_->path()).empty()) << "launcher left files in " << tmp_->path();
-    if (old_tmpdir_) ::setenv("TMPDIR", old_tmpdir_->c_str(), 1);
-    else ::unsetenv("TMPDIR");
+    if (old_tmpdir_)
+      ::setenv("TMPDIR", old_tmpdir_->c_str(), 1);
+    else
+      ::unsetenv("TMPDIR");
     tmp_.reset();
     EXPECT_TRUE(no_children());
   }
@@ -514,7 +519,8 @@ class ProcessesMode : public ::testing::Test {
 };
 
 TEST_F(ProcessesMode, SelfCheckFourRanks) {
-  const LaunchResult r = launch(layout(2, 1, 2, LaunchMode::processes), kSelfCheckProgram, options_);
+  const LaunchResult r =
+      launch(layout(2, 1, 2, LaunchMode::processes), kSelfCheckProgram, options_);
   ASSERT_TRUE(r.ok()) << r.failure->text();
   EXPECT_TRUE(self_check_passed(r)) << format_self_check_table(r);
   ASSERT_EQ(r.results.size(), 4u);
@@ -540,7 +546,8 @@ TEST_F(ProcessesMode, CrashIsSignalAbortWithLastCollective) {
   ASSERT_NE(culprit_rank, nullptr);
   const RankFailure& f = *culprit_rank;
   const std::string line = format_rank_failure(f);
-  EXPECT_EQ(line.rfind("rank 1 (tp=1, cp=0, dp=0) crashed (signal 6 SIGABRT); last collective: ", 0), 0u)
+  EXPECT_EQ(
+      line.rfind("rank 1 (tp=1, cp=0, dp=0) crashed (signal 6 SIGABRT); last collective: ", 0), 0u)
       << line;
   EXPECT_TRUE(std::regex_search(line, kLastCollective)) << line;
 }
