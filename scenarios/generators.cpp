@@ -512,6 +512,8 @@ void pick_pipeline_moe(RunConfig& c) {
   if (!sometimes(3)) return;
   pick_moe(c, /*always=*/true);
   if (c.moe_experts == 0) return;  // tp > 1 without sp
+  // The weight-gradient sites reassemble shards over tp: not with --etp.
+  if (c.etp > 0 && c.etp != c.tp) c.observe_wgrad = false;
   // Where the MoE layers lie: every layer, every second one (layers 0, 2, ...),
   // or the last layer only, so every stage but the last holds dense layers only.
   if (c.layers > 1) {
