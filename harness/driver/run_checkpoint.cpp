@@ -64,12 +64,10 @@ nlohmann::json final_parameters(GPTModel& model) {
   nlohmann::json out = nlohmann::json::object();
   for (const Parameter& p : model.parameters()) {
     const at::Tensor local = p.value.detach().to(at::kCPU, at::kDouble);
-    std::vector<std::int64_t> full = local.sizes().vec();
-    if (!p.shard.replicated() && par.tp_size() > 1)
-      full.at(static_cast<std::size_t>(p.shard.dim)) *= par.tp_size();
-    const at::Tensor w =
-        shard_of(full_parameter(kProjectionSeed, p.name, full, InitKind::normal, 1.0, at::kDouble),
-                 p.shard, par.tp_rank(), par.tp_size());
+    const checkpoint::ShardGroup g = checkpoint::shard_group_of(p, par);
+    const at::Tensor w = shard_of(full_parameter(kProjectionSeed, p.name, checkpoint::full_shape_of(p, g.size),
+                                                 InitKind::normal, 1.0, at::kDouble),
+                                  p.shard, g.rank, g.size);
     out[p.name] = {local.norm().item<double>(), (local * w).sum().item<double>()};
   }
   return out;

@@ -68,6 +68,12 @@ std::vector<Box> tp_boxes(const std::vector<std::int64_t>& full_shape, const Sha
                           int tp_rank, int tp_size);
 // The full (unsharded) shape of a parameter held as a TP shard over tp_size ranks.
 std::vector<std::int64_t> full_shape_of(const Parameter& p, int tp_size);
+// The group a parameter's shard splits over: a routed expert's is the expert
+// TP group (--etp), every other parameter's the TP group.
+struct ShardGroup {
+  int rank = 0, size = 1;
+};
+ShardGroup shard_group_of(const Parameter& p, const ParallelContext& par);
 // The piece of `local` that `box` is (a view).
 at::Tensor piece_of(const at::Tensor& local, const Box& box);
 

@@ -44,6 +44,11 @@ std::vector<std::int64_t> full_shape_of(const Parameter& p, int tp_size) {
   return shape;
 }
 
+ShardGroup shard_group_of(const Parameter& p, const ParallelContext& par) {
+  if (p.expert >= 0) return {par.expert_tp_rank(), par.expert_tp_size()};
+  return {par.tp_rank(), par.tp_size()};
+}
+
 std::string buffer_id(const ParallelContext& par) {
   return "tp" + std::to_string(par.tp_rank()) + ".pp" + std::to_string(par.pp_rank());
 }
@@ -57,9 +62,9 @@ FlatBuffer flat_buffer_of(const std::vector<Parameter>& params, const FlatShardL
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (layout.flat_offset(i) < 0) continue;
     const Parameter& p = params[i];
-    b.parameters.push_back(
-        {p.name, layout.flat_offset(i), layout.numel(i), p.value.sizes().vec(),
-         tp_boxes(full_shape_of(p, par.tp_size()), p.shard, par.tp_rank(), par.tp_size())});
+    const ShardGroup g = shard_group_of(p, par);
+    b.parameters.push_back({p.name, layout.flat_offset(i), layout.numel(i), p.value.sizes().vec(),
+                            tp_boxes(full_shape_of(p, g.size), p.shard, g.rank, g.size)});
   }
   return b;
 }

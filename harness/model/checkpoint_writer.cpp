@@ -54,11 +54,12 @@ void add_boxes(std::vector<Piece>& out, const std::string& key, const at::Tensor
 // This rank's pieces: parameters, expert biases, the optimizer's moments.
 std::vector<Piece> pieces_of(GPTModel& model, const Optimizer& optimizer) {
   const ParallelContext& par = model.parallel();
-  const int tp_rank = par.tp_rank(), tp_size = par.tp_size();
   std::vector<Piece> out;
   const std::vector<Parameter>& params = model.parameters();
-  for (const Parameter& p : params)
-    add_boxes(out, p.name, p.value, full_shape_of(p, tp_size), p.shard, tp_rank, tp_size);
+  for (const Parameter& p : params) {
+    const ShardGroup g = shard_group_of(p, par);
+    add_boxes(out, p.name, p.value, full_shape_of(p, g.size), p.shard, g.rank, g.size);
+  }
   for (const TransformerLayer& layer : model.layers())
     if (layer.moe()) {
       const at::Tensor& bias = layer.moe()->router().expert_bias();
@@ -70,8 +71,9 @@ std::vector<Piece> pieces_of(GPTModel& model, const Optimizer& optimizer) {
   for (std::size_t m = 0; m < moments.size(); ++m) {
     for (std::size_t i = 0; i < params.size(); ++i) {
       if (layout && layout->flat_offset(i) >= 0) continue;  // in the flat shard below
+      const ShardGroup g = shard_group_of(params[i], par);
       add_boxes(out, "optimizer." + moments[m] + "." + params[i].name, optimizer.moment(m, i),
-                full_shape_of(params[i], tp_size), params[i].shard, tp_rank, tp_size);
+                full_shape_of(params[i], g.size), params[i].shard, g.rank, g.size);
     }
     if (layout && optimizer.flat_moment(m).defined()) {
       const std::int64_t shard = layout->shard_elements();
