@@ -159,6 +159,24 @@ std::vector<LayoutChange> layout_changes() {
             moe(c);
             c.microbatches = 4;
           }),
+      // Experts over an expert TP size of their own (each TP rank holds whole
+      // experts): their pieces split over the expert TP group, not tp.
+      change(
+          "tp2_sp_etp1_ep2_to_tp1",
+          [&](RunConfig& c) {
+            moe(c);
+            c.tp = 2;
+            c.sp = true;
+            c.etp = 1;
+            c.ep = 2;
+            c.optimizer = OptimizerKind::adam;
+            c.lr = 0.01;
+          },
+          [&](RunConfig& c) {
+            moe(c);
+            c.optimizer = OptimizerKind::adam;
+            c.lr = 0.01;
+          }),
       change(
           "pp2_to_pp1",
           [](RunConfig& c) {
