@@ -248,6 +248,11 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   const ParsedCommand laid_out = parse({"run", "--pp", "2", "--pp-layout", "Et|tL"});
   ASSERT_TRUE(laid_out.errors.empty()) << laid_out.errors.front();
   EXPECT_EQ(laid_out.config.pp_layout, "Et|tL");
+  // Packed documents (micro-batch 1, the padded documents within seq).
+  const ParsedCommand packed =
+      parse({"run", "--packed-seq-lengths", "5,11", "--micro-batch", "1", "--seq", "32"});
+  ASSERT_TRUE(packed.errors.empty()) << packed.errors.front();
+  EXPECT_EQ(packed.config.packed_seq_lengths, "5,11");
   // The optimizer and the checkpoints: saving in run, resuming inside check.
   const ParsedCommand saving =
       parse({"run", "--optimizer", "adam", "--adam-beta1", "0.8", "--adam-beta2", "0.99",
@@ -273,7 +278,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
         f.key != "resume") {
       bool set = false;
       for (const RunConfig* r : {&c, &eager.config, &uneven.config, &accounted.config,
-                                 &laid_out.config, &saving.config, &resumed.config})
+                                 &laid_out.config, &saving.config, &resumed.config, &packed.config})
         set = set || f.get(*r) != f.get(defaults);
       EXPECT_TRUE(set) << f.key;
     }
@@ -496,6 +501,7 @@ std::vector<BadValue> bad_values() {
       one("ffn-hidden", "0"),
       one("layers", "0"),
       one("seq", "0"),
+      one("packed-seq-lengths", "5,x"),
       one("micro-batch", "0"),
       one("microbatches", "0"),
       one("steps", "0"),
