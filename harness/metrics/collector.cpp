@@ -112,11 +112,14 @@ at::Tensor MetricCollector::valid_tokens_of(const MetricSite& site, const at::Te
                                             OptionalDim tp_shard_dim, OptionalDim sequence_dim,
                                             OptionalDim batch_dim) const {
   if (!valid_rows_.defined() || !sequence_dim || !batch_dim || !tensor.defined()) return tensor;
+  // The router leaves padding out of its sites itself (Megatron's padding mask
+  // compacts them): what it observes is what counts, as in Megatron.
+  if (site.kind == SourceKind::router_logits || site.kind == SourceKind::router_scores)
+    return tensor;
   const std::int64_t rank = tensor.dim();
   const auto normal = [rank](std::int64_t d) { return d < 0 ? d + rank : d; };
   const std::int64_t dim = normal(*sequence_dim);
-  // Sequence and batch on one dim: compacted to the valid tokens already (a router's padding mask).
-  if (dim == normal(*batch_dim)) return tensor;
+  if (dim == normal(*batch_dim)) return tensor;  // sequence and batch on one dim: compacted
   const bool shard = tp_shard_dim && normal(*tp_shard_dim) == dim && valid_shard_rows_.defined();
   const at::Tensor& rows = shard ? valid_shard_rows_ : valid_rows_;
   const std::int64_t expected = shard ? expected_shard_rows_ : expected_rows_;
