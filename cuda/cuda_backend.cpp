@@ -143,7 +143,9 @@ at::Tensor CudaBackend::rms_norm(const at::Tensor& x, const at::Tensor& weight, 
 
 at::Tensor CudaBackend::causal_attention(const at::Tensor& q, const at::Tensor& k,
                                          const at::Tensor& v, const at::Tensor& q_positions,
-                                         const at::Tensor& k_positions, double scale) const {
+                                         const at::Tensor& k_positions,
+                                         const at::Tensor& q_documents,
+                                         const at::Tensor& k_documents, double scale) const {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "causal_attention: q, k, v must be [s, b, heads, head_dim]");
   const auto ct = compute_dtype(q);
@@ -154,6 +156,9 @@ at::Tensor CudaBackend::causal_attention(const at::Tensor& q, const at::Tensor& 
   at::Tensor vh = v.to(ct).permute({1, 2, 0, 3});
   // Global positions (CP chunks): query i sees key j iff k_pos[j] <= q_pos[i].
   at::Tensor allowed = k_positions.view({1, -1}) <= q_positions.view({-1, 1});  // [sq, sk]
+  // Packed sequences: only keys of the query's document (cu_seqlens).
+  if (q_documents.defined())
+    allowed = allowed.logical_and(k_documents.view({1, -1}) == q_documents.view({-1, 1}));
   at::Tensor context = at::scaled_dot_product_attention(qh, kh, vh, allowed, /*dropout_p=*/0.0,
                                                         /*is_causal=*/false, scale);
   return context.permute({2, 0, 1, 3}).reshape({sq, b, np * hn}).to(q.scalar_type());

@@ -34,6 +34,7 @@ class CudaBackend final : public Backend {
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) const override;
   at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                               const at::Tensor& q_positions, const at::Tensor& k_positions,
+                              const at::Tensor& q_documents, const at::Tensor& k_documents,
                               double scale) const override;
   at::Tensor gelu(const at::Tensor& x) const override;
   at::Tensor embedding(const at::Tensor& ids, const at::Tensor& weight) const override;

@@ -19,6 +19,7 @@ PARITY_USES_FAULT(mtp_layer_number_collision);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(optimizer_step_not_saved);
+PARITY_USES_FAULT(packed_positions_global);
 PARITY_USES_FAULT(pp_send_order);
 PARITY_USES_FAULT(qk_norm_over_whole_hidden);
 PARITY_USES_FAULT(static_grad_aliasing);
@@ -279,6 +280,20 @@ bool shape_for_fault(RunConfig& s, CodePathFault fault) {
       s.runtime_gather_output =
           s.gather_output ? RuntimeGatherOption::off : RuntimeGatherOption::on;
     add_metric(s, "global-output-logits-l2");
+  } else if (fault == fault_packed_positions_global) {
+    // Packed documents under CP, the first of 2 x cp + 1 tokens so that its
+    // padding moves the second, and learned position embeddings (rope's
+    // scores read relative positions only, which a shift keeps).
+    if (s.cp < 2 || s.pp > 1 || s.mtp_layers > 0) return false;
+    const int multiple = 2 * s.cp;
+    while (s.seq < 4 * multiple) s.seq *= 2;  // stays a multiple of 2 cp (tp)
+    s.packed_seq_lengths = std::to_string(multiple + 1) + "," + std::to_string(multiple);
+    s.micro_batch = 1;
+    s.padding_fraction = 0;
+    s.position_embedding = PositionEmbeddingKind::learned;
+    s.rotary_base = 10000.0;
+    s.rotary_percent = 1.0;
+    s.rotary_interleaved = false;
   } else if (fault == fault_router_stats_include_padding) {
     s.moe_per_layer_logging = true;
     if (!(s.padding_fraction > 0)) s.padding_fraction = 0.25;

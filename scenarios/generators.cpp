@@ -433,6 +433,30 @@ void pick_resume(RunConfig& c) {
   }
 }
 
+void pick_packing(RunConfig& c) {
+  // Drawn last, for the same reason as pick_evaluation. A sixth of the
+  // scenarios pack one to three documents in every sequence (Megatron's THD
+  // batches, micro-batch 1), of any length, so most are no multiple of 2 x cp
+  // and CP pads them; as many as fit in seq once padded.
+  if (c.mtp_layers > 0 || c.pp > 1 || c.padding_fraction > 0 || !sometimes(6)) return;
+  const RunConfig drawn = c;
+  const int multiple = c.cp > 1 ? 2 * c.cp : 1;
+  const int documents = 1 + static_cast<int>(index_below(3));
+  std::string lengths;
+  int span = 0;
+  for (int d = 0; d < documents; ++d) {
+    const int length =
+        1 + static_cast<int>(index_below(static_cast<std::size_t>(std::max(1, c.seq / documents))));
+    const int padded = (length + multiple - 1) / multiple * multiple;
+    if (span + padded > c.seq) break;
+    span += padded;
+    lengths += (lengths.empty() ? "" : ",") + std::to_string(length);
+  }
+  c.packed_seq_lengths = lengths;
+  c.micro_batch = 1;
+  if (!checks::validate_check_scenario(c).empty()) c = drawn;
+}
+
 rc::Gen<RunConfig> gen_scenario() {
   return gen::exec([] {
     RunConfig c;
@@ -450,6 +474,7 @@ rc::Gen<RunConfig> gen_scenario() {
     pick_idle_ranks(c);
     pick_collective_checks(c);
     pick_resume(c);
+    pick_packing(c);
     return c;
   });
 }
@@ -584,6 +609,7 @@ rc::Gen<RunConfig> gen_moe_scenario() {
     pick_idle_ranks(c);
     pick_collective_checks(c);
     pick_resume(c);
+    pick_packing(c);
     return c;
   });
 }

@@ -82,6 +82,11 @@ void pick_idle_ranks(RunConfig& c);
 // (fp64 only).
 void pick_resume(RunConfig& c);
 
+// Packed sequences on a sixth of the scenarios without MTP, pipeline stages or
+// a padding fraction (drawn after everything else): one to three documents of
+// any length that fit in seq once padded to 2 x cp, micro-batch 1.
+void pick_packing(RunConfig& c);
+
 // --check-collectives on every MoE scenario (no draw).
 void pick_collective_checks(RunConfig& c);
 

@@ -205,11 +205,14 @@ class Backend {
   // Causal core attention. q [sq, b, np, hn], k and v [sk, b, np, hn];
   // q_positions [sq] and k_positions [sk] are int64 GLOBAL sequence positions
   // (so a CP rank holding non-contiguous chunks masks correctly): query i sees
-  // key j iff k_positions[j] <= q_positions[i]. Scores scaled by `scale`,
+  // key j iff k_positions[j] <= q_positions[i] and, with packed sequences, both
+  // are of one document: q_documents [sq] and k_documents [sk] int64 (Megatron's
+  // cu_seqlens), undefined tensors for one document. Scores scaled by `scale`,
   // softmax in at least fp32. Returns the context [sq, b, np * hn] (Megatron's
   // core-attention output layout), in q's dtype.
   virtual at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                       const at::Tensor& q_positions, const at::Tensor& k_positions,
+                                      const at::Tensor& q_documents, const at::Tensor& k_documents,
                                       double scale) const;
   // tanh-free GeLU (erf form, torch.nn.functional.gelu's default).
   virtual at::Tensor gelu(const at::Tensor& x) const;

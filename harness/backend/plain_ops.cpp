@@ -56,6 +56,7 @@ at::Tensor Backend::rms_norm(const at::Tensor& x, const at::Tensor& weight, doub
 
 at::Tensor Backend::causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const at::Tensor& q_positions, const at::Tensor& k_positions,
+                                     const at::Tensor& q_documents, const at::Tensor& k_documents,
                                      double scale) const {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "causal_attention: q, k, v must be [s, b, heads, head_dim]");
@@ -67,6 +68,8 @@ at::Tensor Backend::causal_attention(const at::Tensor& q, const at::Tensor& k, c
   at::Tensor vh = v.to(ct).permute({1, 2, 0, 3});
   at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * scale;           // [b, np, sq, sk]
   at::Tensor masked = k_positions.view({1, -1}) > q_positions.view({-1, 1});  // [sq, sk]
+  if (q_documents.defined())
+    masked = masked.logical_or(k_documents.view({1, -1}) != q_documents.view({-1, 1}));
   scores = scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
   at::Tensor probs = at::softmax(scores, -1);
   at::Tensor context = at::matmul(probs, vh);  // [b, np, sq, hn]

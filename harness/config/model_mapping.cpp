@@ -1,5 +1,6 @@
 #include "harness/config/model_mapping.h"
 
+#include "harness/model/sequence_packing.h"
 #include "harness/trace/trace_recorder.h"
 
 namespace parity {
@@ -14,6 +15,10 @@ ModelConfig model_config_from(const RunConfig& c) {
   m.ffn_hidden = c.ffn_hidden;
   m.layers = c.layers;
   m.seq = c.seq;
+  // Text that does not parse maps to no packing (validate_run_config says why).
+  if (!c.packed_seq_lengths.empty())
+    m.packed_seq_lengths = parse_packed_seq_lengths(c.packed_seq_lengths, nullptr)
+                               .value_or(std::vector<std::int64_t>{});
   m.micro_batch = c.micro_batch;
   m.vocab = c.vocab;
   m.dtype = c.dtype;

@@ -83,6 +83,9 @@ struct RunConfig {
   int ffn_hidden = 256;
   int layers = 2;
   int seq = 16;
+  // Packed sequences: "5,11,8" puts documents of those lengths in every
+  // sequence (Megatron's THD batches); "" = one document per sequence.
+  std::string packed_seq_lengths;
   int micro_batch = 2;
   int microbatches = 2;                    // per DP rank (see docs/cli.md)
   int steps = 2;

@@ -228,6 +228,14 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(integer("layers", &RunConfig::layers, kModel, "transformer layers", positive));
   f.push_back(integer("seq", &RunConfig::seq, kModel, "sequence length", positive));
   f.push_back(
+      named(text("packed-seq-lengths", &RunConfig::packed_seq_lengths, kModel,
+                 "packed sequences: documents of these lengths in every sequence, each padded to a "
+                 "multiple of 2 x cp and split over CP per document, positions restarting and "
+                 "attention masked per document, padding left out of the loss and the metrics "
+                 "(Megatron's THD batches: --reset-position-ids --reset-attention-mask, "
+                 "PackedSeqParams qkv_format thd); needs micro-batch 1; \"\" = none"),
+            "N,N,..."));
+  f.push_back(
       integer("micro-batch", &RunConfig::micro_batch, kModel, "micro-batch size", positive));
   f.push_back(integer("microbatches", &RunConfig::microbatches, kModel,
                       "microbatches per step per DP rank", positive));

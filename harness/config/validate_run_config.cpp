@@ -14,6 +14,7 @@
 #include "harness/config/run_config.h"
 #include "harness/config/run_config_fields.h"
 #include "harness/metrics/metric_names.h"
+#include "harness/model/sequence_packing.h"
 #include "harness/runtime/runtime_faults.h"
 
 namespace parity {
@@ -73,7 +74,8 @@ std::string run_key(const std::string& model_field) {
       {"padding_fraction", "padding-fraction"},
       {"mtp_layers", "mtp-layers"},
       {"mtp_repeated_layer", "mtp-repeated-layer"},
-      {"observe_wgrad", "observe-wgrad"}};
+      {"observe_wgrad", "observe-wgrad"},
+      {"packed_seq_lengths", "packed-seq-lengths"}};
   const auto it = keys.find(model_field);
   return it == keys.end() ? model_field : it->second;
 }
@@ -154,6 +156,8 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
     add("graph-scope", why);
     mappable.graph_scope.clear();
   }
+  if (!c.packed_seq_lengths.empty() && !parse_packed_seq_lengths(c.packed_seq_lengths, &why))
+    add("packed-seq-lengths", why);
   for (const ModelConfigViolation& m : model_config_from(mappable).violations(
            std::max(c.tp, 0), std::max(c.cp, 0), std::max(c.dp, 0))) {
     const std::string key = run_key(m.field);

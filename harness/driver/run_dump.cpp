@@ -120,6 +120,8 @@ at::Tensor RunDump::gather_batch(const std::vector<at::Tensor>& per_microbatch,
           par.cp->all_gather(model_.local_positions().contiguous(), 0).to(at::kCPU);
       t = at::empty_like(gathered).index_copy_(0, positions, gathered);
     }
+    // Packed sequences: the single rank's layout, padding rows zero.
+    t = model_.to_single_rank_layout(t.to(at::kCPU));
     rows.push_back(t.to(at::kCPU).transpose(0, 1));  // [b, seq, ...]
   }
   at::Tensor step = at::cat(rows, 0).contiguous();  // row m * b + j
@@ -141,14 +143,13 @@ void RunDump::write_weights_and_inputs() {
     for (auto& entry : full_tensors(p, p.value)) weights.push_back(std::move(entry));
   write("weights.safetensors", "the initial weights, full (unsharded), Megatron's key names",
         from_every_stage(std::move(weights)));
-  const ModelConfig& c = model_.config();
   const std::int64_t per_step = microbatches_ * model_.parallel().dp_size();
   std::vector<at::Tensor> tokens, labels;
   for (std::int64_t i = 0; i < steps_ * per_step; ++i) {
-    const MicrobatchData d =
-        batch_ ? batch_->microbatch(i) : microbatch_data(c.seed, i, c.seq, c.micro_batch, c.vocab);
-    tokens.push_back(d.tokens.t());
-    labels.push_back(d.labels.t());
+    // Packed sequences: the single rank's layout, as a loaded batch holds it.
+    const MicrobatchData d = batch_ ? batch_->microbatch(i) : model_.microbatch(i);
+    tokens.push_back((batch_ ? d.tokens : model_.to_single_rank_layout(d.tokens)).t());
+    labels.push_back((batch_ ? d.labels : model_.to_single_rank_layout(d.labels)).t());
   }
   write("batch.safetensors",
         "every step's inputs, int64 [steps * global batch, seq]: row (s * G + g) * micro_batch + "

@@ -59,7 +59,9 @@ double sum_over(Communicator* c, double v) {
 double global_tokens(const GPTModel& model, std::int64_t microbatches, bool cp_rank_only) {
   const ModelConfig& c = model.config();
   const ParallelContext& par = model.parallel();
-  const double sequence = cp_rank_only ? double(c.seq) / double(par.cp_size()) : double(c.seq);
+  // Packed sequences count the documents' tokens, not their padding.
+  const double tokens = double(c.tokens_per_sequence());
+  const double sequence = cp_rank_only ? tokens / double(par.cp_size()) : tokens;
   return sequence * double(c.micro_batch) * double(microbatches) * double(par.dp_size());
 }
 
@@ -89,8 +91,8 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
     pin.batch_tokens = tokens;
     pin.evaluation = true;
     for (std::int64_t m = 0; m < o.microbatches; ++m) {
-      const MicrobatchData data = microbatch_data(
-          c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
+      const MicrobatchData data =
+          model.microbatch(base + model.global_microbatch(m, o.microbatches));
       pin.tokens.push_back(model.slice_sequence(data.tokens));
       pin.labels.push_back(model.slice_sequence(data.labels));
     }
@@ -101,8 +103,8 @@ double evaluate(GPTModel& model, const TrainingOptions& o, std::int64_t step) {
   } else {
     for (std::int64_t m = 0; m < o.microbatches; ++m) {
       step_heartbeat(StepPass::forward);
-      const MicrobatchData data = microbatch_data(
-          c.seed, base + model.global_microbatch(m, o.microbatches), c.seq, c.micro_batch, c.vocab);
+      const MicrobatchData data =
+          model.microbatch(base + model.global_microbatch(m, o.microbatches));
       const at::Tensor logits =
           model.forward(model.slice_sequence(data.tokens), positions, c.runtime_gather_output);
       share += model.token_losses(logits, model.slice_sequence(data.labels)).sum().item<double>() /
@@ -155,9 +157,8 @@ StepResult run_step(GPTModel& model, const TrainingOptions& o, std::int64_t step
   std::vector<MtpBatch> mtp;
   for (std::int64_t m = 0; m < o.microbatches; ++m) {
     const std::int64_t index = step_base + model.global_microbatch(m, o.microbatches);
-    const MicrobatchData data = o.batch
-                                    ? o.batch->microbatch(index)
-                                    : microbatch_data(c.seed, index, c.seq, c.micro_batch, c.vocab);
+    const MicrobatchData data = o.batch ? model.from_single_rank_layout(o.batch->microbatch(index))
+                                        : model.microbatch(index);
     at::Tensor tokens = data.tokens;
     const std::int64_t padding = c.moe.padding_tokens(c.seq);
     if (o.padding_token_shift != 0 && padding > 0) {
@@ -321,6 +322,15 @@ nlohmann::json step_json(const StepResult& s) {
 
 }  // namespace
 
+void set_valid_tokens(MetricCollector& collector, const GPTModel& model) {
+  const at::Tensor valid = model.local_valid_tokens();
+  if (!valid.defined()) return;
+  const ParallelContext& par = model.parallel();
+  // Sequence parallelism splits the local rows over TP in contiguous parts.
+  const bool sp = model.config().sequence_parallel && par.tp_size() > 1;
+  collector.set_valid_tokens(valid, sp ? valid.chunk(par.tp_size())[par.tp_rank()] : at::Tensor());
+}
+
 TrainingResult run_training(GPTModel& model, const TrainingOptions& o) {
   TrainingResult result;
   std::optional<TensorObservationCapture> capture;
@@ -417,6 +427,7 @@ nlohmann::json run_model_program(RankContext& ctx) {
     if (options.parameter_metrics.size() < specs.size()) {
       collector = std::make_unique<MetricCollector>(make_metrics(specs), ctx.topology, ctx.rank,
                                                     backend.get());
+      set_valid_tokens(*collector, model);
       executor = std::make_unique<MetricExecutor>(ctx.groups);
     }
   }

@@ -132,6 +132,11 @@ struct TrainingResult {
 // that `parity run` prints it while the run goes on.
 TrainingResult run_training(GPTModel& model, const TrainingOptions& options);
 
+// Packed sequences: tells `collector` which of the model's local rows (and,
+// under sequence parallelism, of its TP shard) hold tokens, so that padding is
+// in no metric's population. Nothing without packing.
+void set_valid_tokens(MetricCollector& collector, const GPTModel& model);
+
 inline constexpr const char* kModelProgram = "model";
 
 // The rank program: builds the model from ctx.config (model_config_from, the

@@ -94,8 +94,42 @@ void MetricCollector::observe(const ObservationOwner& owner, std::string_view na
   const AxisPlacements placements =
       placements_for_forward_observation(tp_shard_dim, sequence_dim, batch_dim, tensor.dim(),
                                          topology_.tp(), topology_.cp(), topology_.dp());
-  observe_placed(MetricSite{owner.canonical_name(), std::string(name), kind}, tensor, placements,
-                 batch_dim, point);
+  const MetricSite site{owner.canonical_name(), std::string(name), kind};
+  observe_placed(site, valid_tokens_of(site, tensor, tp_shard_dim, sequence_dim, batch_dim),
+                 placements, batch_dim, point);
+}
+
+void MetricCollector::set_valid_tokens(const at::Tensor& local,
+                                       const at::Tensor& sequence_parallel_shard) {
+  valid_rows_ = local.defined() ? local.nonzero().squeeze(1) : at::Tensor();
+  expected_rows_ = local.defined() ? local.size(0) : 0;
+  expected_shard_rows_ = sequence_parallel_shard.defined() ? sequence_parallel_shard.size(0) : 0;
+  valid_shard_rows_ = sequence_parallel_shard.defined()
+                          ? sequence_parallel_shard.nonzero().squeeze(1)
+                          : at::Tensor();
+}
+
+at::Tensor MetricCollector::valid_tokens_of(const MetricSite& site, const at::Tensor& tensor,
+                                            OptionalDim tp_shard_dim, OptionalDim sequence_dim,
+                                            OptionalDim batch_dim) const {
+  if (!valid_rows_.defined() || !sequence_dim || !batch_dim || !tensor.defined()) return tensor;
+  // The router leaves padding out of its sites itself (Megatron's padding mask
+  // compacts them): what it observes is what counts, as in Megatron.
+  if (site.kind == SourceKind::router_logits || site.kind == SourceKind::router_scores)
+    return tensor;
+  const std::int64_t rank = tensor.dim();
+  const auto normal = [rank](std::int64_t d) { return d < 0 ? d + rank : d; };
+  const std::int64_t dim = normal(*sequence_dim);
+  if (dim == normal(*batch_dim)) return tensor;  // sequence and batch on one dim: compacted
+  const bool shard = tp_shard_dim && normal(*tp_shard_dim) == dim && valid_shard_rows_.defined();
+  const at::Tensor& rows = shard ? valid_shard_rows_ : valid_rows_;
+  const std::int64_t expected = shard ? expected_shard_rows_ : expected_rows_;
+  PARITY_CHECK_INTERNAL(tensor.size(dim) == expected,
+                        "metrics: site " + site.full_name() + " has " +
+                            std::to_string(tensor.size(dim)) + " rows on its sequence dim, the " +
+                            "packed sequence's token mask " + std::to_string(expected));
+  at::NoGradGuard no_grad;
+  return tensor.detach().index_select(dim, rows.to(tensor.device()));
 }
 
 void MetricCollector::observe_placed(const MetricSite& site, const at::Tensor& tensor,

@@ -87,6 +87,13 @@ class MetricCollector {
                       const AxisPlacements& placements, OptionalDim batch_dim,
                       const ExecutionPoint& point);
 
+  // Packed sequences: which rows of this rank's token sequence hold tokens
+  // (bool [s_local]) and, under sequence parallelism, which rows of its TP
+  // shard (bool [s_local / tp]; undefined without SP). An observation with a
+  // sequence dim (apart from its batch dim) then counts those rows only: the
+  // padding is in no metric's population. Undefined `local`: every row counts.
+  void set_valid_tokens(const at::Tensor& local, const at::Tensor& sequence_parallel_shard);
+
   // Runs every program (collectives on `executor`'s groups); returns results
   // sorted by (metric, label) and clears the prepared state. With pipeline
   // stages, first exchanges the prepared values over the pp group
@@ -112,6 +119,14 @@ class MetricCollector {
   ParallelTopology topology_;
   RankCoordinates coordinates_;
   std::vector<std::map<std::string, SiteValues>> prepared_;  // per metric, by site name
+  // set_valid_tokens' rows as int64 indices (undefined: every row counts).
+  at::Tensor valid_rows_, valid_shard_rows_;
+  std::int64_t expected_rows_ = 0, expected_shard_rows_ = 0;  // the masks' lengths
+
+  // `tensor` with only its valid token rows (set_valid_tokens), or itself.
+  at::Tensor valid_tokens_of(const MetricSite& site, const at::Tensor& tensor,
+                             OptionalDim tp_shard_dim, OptionalDim sequence_dim,
+                             OptionalDim batch_dim) const;
   std::optional<std::int64_t> step_;
   std::int64_t counted_ = 0;
   std::int64_t ignored_ = 0;

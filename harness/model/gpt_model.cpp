@@ -51,10 +51,16 @@ GPTModel::GPTModel(const ModelConfig& config, const Backend& backend, ParallelCo
                            "the model has " + std::to_string(config_.pipeline.pp) +
                                " stages but the rank's pipeline group has " +
                                std::to_string(parallel.pp_size()));
+  if (config_.packed()) {
+    packing_ = pack_sequences(config_.packed_seq_lengths, config_.seq, parallel.cp_size());
+    single_rank_packing_ = pack_sequences(config_.packed_seq_lengths, config_.seq, 1);
+    packed_tables_ = packed_position_tables(*packing_, backend.device());
+  }
   rng_ = backend.make_rng_tracker();
   // Megatron seeds each stage apart (seed + 100 * pipeline rank).
   rng_->seed(config_.seed + 100 * static_cast<std::uint64_t>(pp_rank), parallel.tp_rank());
   runtime_ = ModelRuntime{&backend, parallel, rng_.get(), true};
+  if (packing_) runtime_.packing = &packed_tables_;
 
   // This rank's chunks (pipeline_layout.h; one chunk holding everything
   // without PP), each built in layer order: embedding, decoder layers, then
@@ -416,7 +422,10 @@ at::Tensor GPTModel::token_losses(const at::Tensor& logits, const at::Tensor& la
   const bool sharded = logits.size(-1) != config_.vocab;
   Communicator* tp = sharded ? runtime_.parallel.tp : nullptr;
   const std::int64_t start = sharded ? runtime_.parallel.tp_rank() * logits.size(-1) : 0;
-  return runtime_.backend->vocab_parallel_cross_entropy(logits, labels, start, tp);
+  at::Tensor losses = runtime_.backend->vocab_parallel_cross_entropy(logits, labels, start, tp);
+  // Packed sequences: padding is no token (its loss is 0, so is its gradient).
+  if (packing_) losses = losses.masked_fill(local_valid_tokens().logical_not().unsqueeze(1), 0);
+  return losses;
 }
 
 void GPTModel::finalize_grads() {
@@ -485,9 +494,31 @@ at::Tensor context_parallel_positions(std::int64_t seq, int cp, int cp_rank) {
 }
 
 at::Tensor GPTModel::local_positions() const {
-  return context_parallel_positions(config_.seq, runtime_.parallel.cp_size(),
-                                    runtime_.parallel.cp_rank())
-      .to(device());
+  const int cp_rank = runtime_.parallel.cp_rank();
+  if (packing_) return packed_context_parallel_positions(*packing_, cp_rank).to(device());
+  return context_parallel_positions(config_.seq, runtime_.parallel.cp_size(), cp_rank).to(device());
+}
+
+at::Tensor GPTModel::local_valid_tokens() const {
+  if (!packing_) return at::Tensor();
+  return packed_tables_.valid_of(local_positions());
+}
+
+MicrobatchData GPTModel::from_single_rank_layout(const MicrobatchData& data) const {
+  if (!packing_) return data;
+  return {relayout_packed(data.tokens, *single_rank_packing_, *packing_),
+          relayout_packed(data.labels, *single_rank_packing_, *packing_)};
+}
+
+at::Tensor GPTModel::to_single_rank_layout(const at::Tensor& full) const {
+  return packing_ ? relayout_packed(full, *packing_, *single_rank_packing_) : full;
+}
+
+MicrobatchData GPTModel::microbatch(std::int64_t index) const {
+  if (packing_)
+    return packed_microbatch_data(config_.seed, index, *packing_, config_.micro_batch,
+                                  config_.vocab);
+  return microbatch_data(config_.seed, index, config_.seq, config_.micro_batch, config_.vocab);
 }
 
 at::Tensor GPTModel::slice_sequence(const at::Tensor& full) const {

@@ -17,6 +17,7 @@
 #include "harness/model/model_config.h"
 #include "harness/model/parallel_context.h"
 #include "harness/model/parameter_source.h"
+#include "harness/model/sequence_packing.h"
 #include "harness/observation/tensor_observation.h"
 
 namespace parity {
@@ -50,6 +51,9 @@ struct ModelRuntime {
   ParallelContext parallel;
   RngTracker* rng = nullptr;
   bool training = true;
+  // Packed sequences: the documents, positions and padding of every packed
+  // position (the model's tables); null without packing.
+  const PackedPositionTables* packing = nullptr;
   // The main loss's backward scale, given to every MoE aux loss (the driver
   // sets 1 / (microbatches * dp): each microbatch's aux loss is its share of
   // the step's mean, as each token's LM loss is).
@@ -364,9 +368,24 @@ class GPTModel {
   bool word_embeddings_on_two_stages() const;
 
   // Context parallel (Megatron's load-balanced layout): the sequence is cut into
-  // 2*cp chunks and CP rank r holds chunks r and 2*cp-1-r. Returns the global
-  // positions of this rank's tokens, int64 [seq / cp] (all of [0, seq) without CP).
+  // 2*cp chunks and CP rank r holds chunks r and 2*cp-1-r (with packed
+  // sequences, of every document). Returns the global positions of this rank's
+  // tokens, int64 [seq / cp] (all of [0, seq) without CP).
   at::Tensor local_positions() const;
+  // Packed sequences: the layout at this run's CP size (null without packing).
+  const SequencePacking* packing() const { return packing_ ? &*packing_ : nullptr; }
+  // The microbatch of global index `index` (the seeded tokens and labels
+  // [seq, micro_batch], packed documents when the config packs them).
+  MicrobatchData microbatch(std::int64_t index) const;
+  // Packed sequences, files (--load-batch, --dump) hold the single rank's
+  // layout (no padding between documents): a loaded microbatch in this run's
+  // layout, and a whole-sequence [seq, ...] tensor of this run's layout in the
+  // single rank's (padding rows zero). Both return their input without packing.
+  MicrobatchData from_single_rank_layout(const MicrobatchData& data) const;
+  at::Tensor to_single_rank_layout(const at::Tensor& full) const;
+  // Which of this rank's tokens (local_positions order) are no padding, bool
+  // [seq / cp]; undefined without packing.
+  at::Tensor local_valid_tokens() const;
   // This rank's rows (dim 0) of a full-sequence [seq, ...] tensor, on the
   // backend's device (inputs are made on the CPU from (seed, microbatch)).
   at::Tensor slice_sequence(const at::Tensor& full) const;
@@ -453,6 +472,9 @@ class GPTModel {
   // device; begin_step zeroes it in place.
   at::Tensor mtp_tracked_losses_;
   std::unique_ptr<GraphRunner> graph_runner_;
+  // Packed sequences: the layout at this run's CP size and its tables on the device.
+  std::optional<SequencePacking> packing_, single_rank_packing_;
+  PackedPositionTables packed_tables_;
 
   // The MTP depths after the decoder (final-norm output `h`): returns `h` with
   // their loss attached.

@@ -1,7 +1,10 @@
 #include "harness/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+
+#include "harness/model/sequence_packing.h"
 
 namespace parity {
 
@@ -296,6 +299,46 @@ void pipeline_violations(const ModelConfig& c, Add&& add) {
         {"pp", "mtp_layers"});
 }
 
+// Packed sequences: Megatron's THD rules and the combinations parity does not build.
+template <typename Add>
+void packing_violations(const ModelConfig& c, int cp, Add&& add) {
+  if (!c.packed()) return;
+  const std::vector<std::int64_t>& lengths = c.packed_seq_lengths;
+  std::string text;
+  for (std::int64_t l : lengths) text += (text.empty() ? "" : ",") + str(l);
+  const char* field = "packed_seq_lengths";
+  if (std::any_of(lengths.begin(), lengths.end(), [](std::int64_t l) { return l < 1; })) {
+    add(field, text, "every document length must be >= 1");
+    return;
+  }
+  const std::int64_t span = packed_span(lengths, cp);
+  if (span > c.seq)
+    add(field, text,
+        "the documents, each padded to a multiple of " +
+            (cp > 1 ? "2*cp = " + str(2 * cp) : std::string("1 (no cp)")) + ", take " + str(span) +
+            " positions, more than seq = " + str(c.seq) +
+            " (seq is the packed sequence's length, Megatron's --seq-length; the last "
+            "document's padding runs to its end)",
+        {"seq", "cp"});
+  if (c.micro_batch != 1)
+    add(field, text,
+        "a packed (THD) microbatch is one sequence of documents: needs micro_batch 1 (Megatron's "
+        "THD batches), not " +
+            str(c.micro_batch),
+        {"micro_batch"});
+  if (c.mtp_layers > 0)
+    add(field, text,
+        "multi-token prediction over packed documents is not built in parity (its shift would "
+        "cross documents): drop mtp_layers",
+        {"mtp_layers"});
+  if (c.moe.padding_fraction > 0)
+    add(field, text, "the documents' padding is the router's padding mask: drop padding_fraction",
+        {"padding_fraction"});
+  if (c.pipelined())
+    add(field, text, "packed sequences with pipeline stages are not built in parity: needs pp 1",
+        {"pp"});
+}
+
 // Megatron's RotaryEmbedding rotates the first 2 * ceil(dim / 2) channels of
 // each head (pairs i and i + half, or 2i and 2i+1 interleaved): they must fit
 // in the head and there must be some. The rotary options without rope would
@@ -386,6 +429,7 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   }
 
   rotary_violations(*this, add);
+  packing_violations(*this, cp, add);
 
   if (!(dropout >= 0.0 && dropout < 1.0)) add("dropout", str(dropout), "must be in [0, 1)");
   if (!(norm_eps > 0.0) || !std::isfinite(norm_eps)) add("norm_eps", str(norm_eps), "must be > 0");
@@ -437,6 +481,12 @@ std::vector<ModelConfigViolation> ModelConfig::violations(int tp, int cp, int dp
   graph_scope_violations(*this, add);
   pipeline_violations(*this, add);
   return out;
+}
+
+std::int64_t ModelConfig::tokens_per_sequence() const {
+  std::int64_t n = 0;
+  for (std::int64_t l : packed_seq_lengths) n += l;
+  return packed() ? n : seq;
 }
 
 PipelineLayoutConfig ModelConfig::pipeline_layout() const {

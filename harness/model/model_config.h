@@ -152,6 +152,10 @@ struct ModelConfig {
   double mtp_loss_scale = 0.1;  // Megatron's mtp_loss_scaling_factor (its default)
   // A weight_gradient observation site per parameter (harness/model/weight_gradient_sites.h).
   bool observe_wgrad = false;
+  // Packed sequences (sequence_packing.h): the lengths of the documents each
+  // microbatch sequence holds (Megatron's THD batches); empty: one document
+  // filling the sequence.
+  std::vector<std::int64_t> packed_seq_lengths;
   // Pipeline parallelism (docs/model.md "Pipeline layer placement"): stages,
   // chunks per stage and Megatron's placement options. Its num_layers and
   // mtp_layers are not read: pipeline_layout() takes them from layers and
@@ -168,6 +172,10 @@ struct ModelConfig {
                : head_dim();
   }
   std::int64_t rotary_channels() const { return 2 * ((rotary_dim() + 1) / 2); }
+  bool packed() const { return !packed_seq_lengths.empty(); }
+  // The tokens of one sequence the loss counts: the documents' without their
+  // padding when packed, else seq.
+  std::int64_t tokens_per_sequence() const;
   std::int64_t query_groups() const { return num_query_groups > 0 ? num_query_groups : heads; }
   // linear_qkv's output width: per group its heads / groups queries, its key
   // and its value (Megatron's layout), (heads + 2 * groups) * head_dim.

@@ -94,6 +94,8 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
   at::Tensor valid;
   const std::int64_t padding = m.padding_tokens(c.seq);
   if (padding > 0) valid = (positions < c.seq - padding).unsqueeze(1).expand({s, b}).reshape({T});
+  // Packed sequences: the documents' padding is the router's padding mask.
+  if (rt.packing) valid = rt.packing->valid_of(positions).unsqueeze(1).expand({s, b}).reshape({T});
 
   // What routing sees: the logits, or the forced ones (tests only).
   at::Tensor routed = logits.to(dtype).reshape({T, E});
@@ -105,7 +107,11 @@ Routing TopKRouter::forward(const ModelRuntime& rt, const at::Tensor& x,
       forced_logits_ = full_parameter(c.seed, name_ + ".forced_logits", {c.seq, c.micro_batch, E},
                                       InitKind::normal, 1.0, dtype)
                            .to(x.device());
-    routed = forced_logits_.index_select(0, positions).narrow(1, 0, b).reshape({T, E});
+    // Packed sequences: by the token's layout-free order (padding wraps around).
+    const at::Tensor rows =
+        rt.packing ? rt.packing->token_order.index_select(0, positions).remainder(c.seq)
+                   : positions;
+    routed = forced_logits_.index_select(0, rows).narrow(1, 0, b).reshape({T, E});
   } else if (m.force_routing == ForcedRouting::biased) {
     // Every token prefers the first k experts (starving the others' EP ranks).
     at::Tensor bias = at::zeros({E}, routed.options());
@@ -302,9 +308,17 @@ at::Tensor TopKRouter::capacity_keep(const ModelRuntime& rt, const at::Tensor& p
   const std::int64_t T = probs.size(0), E = m.experts;
   const std::int64_t capacity = static_cast<std::int64_t>(
       std::ceil(static_cast<double>(m.topk * config_->seq * b) / E * m.capacity_factor));
+  // Packed sequences: tokens in their layout-free order, padding after them all
+  // and competing for no slot (the layouts pad differently).
+  const at::Tensor token_order =
+      rt.packing ? rt.packing->token_order.index_select(0, positions) : positions;
   const at::Tensor ids =
-      (positions.unsqueeze(1) * b + at::arange(b, positions.options())).reshape({T});
-  at::Tensor all_scores = at::where(map, probs, at::full_like(probs, -1.0));
+      (token_order.unsqueeze(1) * b + at::arange(b, positions.options())).reshape({T});
+  at::Tensor routed = map;
+  if (rt.packing)
+    routed = map.logical_and(
+        rt.packing->valid_of(positions).unsqueeze(1).expand({-1, b}).reshape({T, 1}));
+  at::Tensor all_scores = at::where(routed, probs, at::full_like(probs, -1.0));
   at::Tensor all_ids = ids;
   Communicator* tp = config_->sequence_parallel ? rt.parallel.tp : nullptr;
   all_scores = gather_rows(rt.parallel.cp, gather_rows(tp, all_scores));

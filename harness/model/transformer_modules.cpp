@@ -240,8 +240,10 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
     // rotary_pos_emb for this CP rank's chunks).
     const RotarySpec rotary{config_->rotary_base, config_->rotary_dim(),
                             config_->rotary_interleaved};
-    qkv[0] = rt.backend->rotary_embedding(qkv[0], positions, rotary);
-    qkv[1] = rt.backend->rotary_embedding(qkv[1], positions, rotary);
+    // Packed sequences: each document's own positions (Megatron's --reset-position-ids).
+    const at::Tensor rotated = rt.packing ? rt.packing->embedding_positions(positions) : positions;
+    qkv[0] = rt.backend->rotary_embedding(qkv[0], rotated, rotary);
+    qkv[1] = rt.backend->rotary_embedding(qkv[1], rotated, rotary);
   }
   at::Tensor k = qkv[1], v = qkv[2], k_positions = positions;
   if (rt.parallel.cp_size() > 1) {
@@ -254,17 +256,24 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
     v = kv[1];
     k_positions = cp->all_gather(positions.contiguous(), 0);
   }
+  // Packed sequences: attention within each document (Megatron's cu_seqlens).
+  at::Tensor q_documents, k_documents;
+  if (rt.packing) {
+    q_documents = rt.packing->documents_of(positions);
+    k_documents = rt.packing->documents_of(k_positions);
+  }
   const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
   // The core attention and its probe: the selective "core_attn" recompute region.
   const SelfAttention* self = this;
-  CheckpointFn core = [self, rt, positions, k_positions,
+  CheckpointFn core = [self, rt, positions, k_positions, q_documents, k_documents,
                        scale](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
     // Each key/value head serves its group's query heads (Megatron's
     // DotProductAttention repeats them inside the core attention).
     const std::int64_t per_group = in[0].size(2) / in[1].size(2);
     const at::Tensor k = per_group > 1 ? in[1].repeat_interleave(per_group, 2) : in[1];
     const at::Tensor v = per_group > 1 ? in[2].repeat_interleave(per_group, 2) : in[2];
-    at::Tensor context = rt.backend->causal_attention(in[0], k, v, positions, k_positions, scale);
+    at::Tensor context = rt.backend->causal_attention(in[0], k, v, positions, k_positions,
+                                                      q_documents, k_documents, scale);
     // Parity probe: the core-attention output, heads (last dim) split over TP.
     observe_tensor(*self, "attention_context", SourceKind::attention_context, context,
                    /*tp_shard_dim=*/-1, /*sequence_dim=*/0, /*batch_dim=*/1);
@@ -452,7 +461,10 @@ at::Tensor Embedding::forward(const ModelRuntime& rt, const at::Tensor& tokens,
   at::Tensor words = rt.backend->vocab_parallel_embedding(tokens, word_, start, tp);  // [s, b, h]
   at::Tensor h = words;
   if (position_.defined()) {  // learned; rope rotates q and k in the attention instead
-    h = h + rt.backend->embedding(positions, position_).unsqueeze(1);  // [s, 1, h]
+    // Packed sequences: each document's own positions (Megatron's --reset-position-ids).
+    const at::Tensor looked_up =
+        rt.packing ? rt.packing->embedding_positions(positions) : positions;
+    h = h + rt.backend->embedding(looked_up, position_).unsqueeze(1);  // [s, 1, h]
   }
   if (config_->fp32_residual) h = h.to(at::kFloat);
   if (config_->sequence_parallel) h = scatter_to_sequence_parallel_region(h, tp);

@@ -129,7 +129,7 @@ TEST_F(ReferenceOps, CausalAttentionMatchesPlainLoops) {
              v = random_leaf({6, 2, 3, 4}, 14);
   at::Tensor pos = at::arange(6, at::kLong);
   at::NoGradGuard g;
-  EXPECT_TRUE(at::allclose(b().causal_attention(q, k, v, pos, pos, 0.5),
+  EXPECT_TRUE(at::allclose(b().causal_attention(q, k, v, pos, pos, {}, {}, 0.5),
                            plain_causal_attention(q, k, v, 0.5), 1e-13, 1e-13));
 }
 
@@ -143,13 +143,42 @@ TEST_F(ReferenceOps, CausalAttentionMasksOnGlobalPositions) {
   at::Tensor full = plain_causal_attention(q, k, v, 0.5);
   at::Tensor qpos = at::tensor({0, 1, 6, 7}, at::kLong);
   at::Tensor local = b().causal_attention(q.index_select(0, qpos), k, v, qpos,
-                                          at::arange(s, at::kLong), 0.5);
+                                          at::arange(s, at::kLong), {}, {}, 0.5);
   EXPECT_TRUE(at::allclose(local, full.index_select(0, qpos), 1e-13, 1e-13));
   // Keys in a permuted order with their positions: the same result.
   at::Tensor perm = at::tensor({5, 2, 7, 0, 1, 6, 3, 4}, at::kLong);
   at::Tensor permuted = b().causal_attention(q.index_select(0, qpos), k.index_select(0, perm),
-                                             v.index_select(0, perm), qpos, perm, 0.5);
+                                             v.index_select(0, perm), qpos, perm, {}, {}, 0.5);
   EXPECT_TRUE(at::allclose(permuted, full.index_select(0, qpos), 1e-13, 1e-13));
+}
+
+TEST_F(ReferenceOps, CausalAttentionMasksPerDocument) {
+  // Packed documents of 3, 2 and 3 positions: each query's rows equal the
+  // attention of its document alone, whatever order and CP chunks the keys come in.
+  const std::int64_t s = 8;
+  at::Tensor q = random_leaf({s, 1, 2, 4}, 24), k = random_leaf({s, 1, 2, 4}, 25),
+             v = random_leaf({s, 1, 2, 4}, 26);
+  at::NoGradGuard g;
+  const at::Tensor docs = at::tensor({0, 0, 0, 1, 1, 2, 2, 2}, at::kLong);
+  const at::Tensor pos = at::arange(s, at::kLong);
+  at::Tensor expected = at::empty({s, 1, 8}, q.options());
+  for (const auto& [start, n] : {std::pair<std::int64_t, std::int64_t>{0, 3}, {3, 2}, {5, 3}})
+    expected.narrow(0, start, n)
+        .copy_(plain_causal_attention(q.narrow(0, start, n), k.narrow(0, start, n),
+                                      v.narrow(0, start, n), 0.5));
+  EXPECT_TRUE(at::allclose(b().causal_attention(q, k, v, pos, pos, docs, docs, 0.5), expected,
+                           1e-13, 1e-13));
+  const at::Tensor perm = at::tensor({5, 2, 7, 0, 1, 6, 3, 4}, at::kLong);
+  const at::Tensor qpos = at::tensor({1, 4, 6}, at::kLong);
+  EXPECT_TRUE(at::allclose(
+      b().causal_attention(q.index_select(0, qpos), k.index_select(0, perm),
+                           v.index_select(0, perm), qpos, perm, docs.index_select(0, qpos),
+                           docs.index_select(0, perm), 0.5),
+      expected.index_select(0, qpos), 1e-13, 1e-13));
+  // One document: the plain causal attention (the mask adds nothing).
+  const at::Tensor one = at::zeros({s}, at::kLong);
+  EXPECT_TRUE(at::allclose(b().causal_attention(q, k, v, pos, pos, one, one, 0.5),
+                           plain_causal_attention(q, k, v, 0.5), 1e-13, 1e-13));
 }
 
 TEST_F(ReferenceOps, CausalAttentionGradients) {
@@ -157,7 +186,8 @@ TEST_F(ReferenceOps, CausalAttentionGradients) {
              v = random_leaf({4, 2, 2, 3}, 20);
   at::Tensor pos = at::arange(4, at::kLong);
   EXPECT_TRUE(check_gradients(
-      [&] { return weighted_sum(b().causal_attention(q, k, v, pos, pos, 0.7)); }, {q, k, v}));
+      [&] { return weighted_sum(b().causal_attention(q, k, v, pos, pos, {}, {}, 0.7)); },
+      {q, k, v}));
 }
 
 TEST_F(ReferenceOps, BiasDropoutAddWithoutDropoutIsResidualPlusXPlusBias) {

@@ -51,6 +51,7 @@ std::vector<BadValue> bad_values() {
       one("ffn-hidden", "0"),
       one("layers", "0"),
       one("seq", "0"),
+      one("packed-seq-lengths", "5,x"),
       one("micro-batch", "0"),
       one("microbatches", "0"),
       one("steps", "0"),

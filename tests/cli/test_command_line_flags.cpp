@@ -228,6 +228,11 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
   const ParsedCommand laid_out = parse_parity({"run", "--pp", "2", "--pp-layout", "Et|tL"});
   ASSERT_TRUE(laid_out.errors.empty()) << laid_out.errors.front();
   EXPECT_EQ(laid_out.config.pp_layout, "Et|tL");
+  // Packed documents (micro-batch 1, the padded documents within seq).
+  const ParsedCommand packed =
+      parse_parity({"run", "--packed-seq-lengths", "5,11", "--micro-batch", "1", "--seq", "32"});
+  ASSERT_TRUE(packed.errors.empty()) << packed.errors.front();
+  EXPECT_EQ(packed.config.packed_seq_lengths, "5,11");
   // The optimizer and the checkpoints: saving in run, resuming inside check.
   const ParsedCommand saving =
       parse_parity({"run", "--optimizer", "adam", "--adam-beta1", "0.8", "--adam-beta2", "0.99",
@@ -254,7 +259,7 @@ TEST(CommandLine, EveryFlagMapsIntoRunConfig) {
         f.key != "resume") {
       bool set = false;
       for (const RunConfig* r : {&c, &eager.config, &uneven.config, &accounted.config,
-                                 &laid_out.config, &saving.config, &resumed.config})
+                                 &laid_out.config, &saving.config, &resumed.config, &packed.config})
         set = set || f.get(*r) != f.get(defaults);
       EXPECT_TRUE(set) << f.key;
     }

@@ -85,10 +85,21 @@ TEST_P(CudaOps, MatchThePlainCompositionsWithinTheBackendParityTolerance) {
   compare(
       [&](const Backend& be, const std::vector<at::Tensor>& in) {
         const at::Device d = in[0].device();
-        return be.causal_attention(in[0], in[1], in[2], q_pos.to(d), k_pos.to(d), 0.35);
+        return be.causal_attention(in[0], in[1], in[2], q_pos.to(d), k_pos.to(d), {}, {}, 0.35);
       },
       {at::randn({s, b, np, hn}, o), at::randn({24, b, np, hn}, o), at::randn({24, b, np, hn}, o)},
       bound, "causal_attention");
+  // Packed documents (cu_seqlens): documents of 10 and 14 positions.
+  const at::Tensor k_docs = (k_pos >= 10).to(at::kLong);
+  const at::Tensor q_docs = (q_pos >= 10).to(at::kLong);
+  compare(
+      [&](const Backend& be, const std::vector<at::Tensor>& in) {
+        const at::Device d = in[0].device();
+        return be.causal_attention(in[0], in[1], in[2], q_pos.to(d), k_pos.to(d), q_docs.to(d),
+                                   k_docs.to(d), 0.35);
+      },
+      {at::randn({s, b, np, hn}, o), at::randn({24, b, np, hn}, o), at::randn({24, b, np, hn}, o)},
+      bound, "causal_attention per document");
   compare(
       [&](const Backend& be, const std::vector<at::Tensor>& in) {
         const at::Tensor ids = at::randint(0, 20, {s, b}, at::kLong).to(in[0].device());

@@ -349,5 +349,21 @@ INSTANTIATE_TEST_SUITE_P(
                                                 {"--pp", "2", "--dp", "2", "--ep", "2"}})),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
+// Packed THD documents (5, 11 and 8 tokens in 32 positions): Megatron runs each
+// document as a sequence of its own; parity packs them, padded per document to
+// 2 x cp and split over CP per document, with SP over TP, recompute and graphs.
+INSTANTIATE_TEST_SUITE_P(
+    PackedSequences, MegatronConformance,
+    ::testing::Combine(
+        ::testing::Values(std::string("packed_thd")),
+        ::testing::Values(Layout{"single_rank", {"--dp", "1"}},
+                          Layout{"cp2", {"--cp", "2", "--dp", "1"}},
+                          Layout{"tp2_sp_cp2", {"--tp", "2", "--sp", "--cp", "2", "--dp", "1"}},
+                          Layout{"cp4", {"--cp", "4", "--dp", "1"}},
+                          Layout{"tp2_cp2_dp2_recompute_graphs",
+                                 {"--tp", "2", "--cp", "2", "--dp", "2", "--recompute",
+                                  "selective:core_attn", "--graphs", "per-layer"}})),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
+
 }  // namespace
 }  // namespace parity::cli

@@ -112,5 +112,38 @@ TEST(ModelConfigValidation, AttentionOptionsFollowMegatronsRules) {
   EXPECT_EQ(field_of(q, 4, 2, 1), "");
 }
 
+TEST(ModelConfigValidation, PackedSequencesFitInSeqWithMegatronsThdRules) {
+  ModelConfig c;
+  c.seq = 32;
+  c.micro_batch = 1;
+  c.packed_seq_lengths = {5, 11, 8};
+  EXPECT_EQ(field_of(c, 1, 2, 1), "");  // padded to 8 + 12 + 8 = 28 <= 32
+  EXPECT_EQ(field_of(c, 1, 4, 1), "");  // 8 + 16 + 8 = 32
+  c.seq = 24;                           // 24 tokens, 28 positions under cp 2
+  EXPECT_EQ(field_of(c, 1, 1, 1), "");
+  try {
+    c.validate(1, 2, 1);
+    FAIL();
+  } catch (const ModelConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "model config: packed_seq_lengths = 5,11,8: the documents, each padded to a "
+                 "multiple of 2*cp = 4, take 28 positions, more than seq = 24 (seq is the packed "
+                 "sequence's length, Megatron's --seq-length; the last document's padding runs "
+                 "to its end)");
+  }
+  c.seq = 32;
+  c.packed_seq_lengths = {5, 0};
+  EXPECT_EQ(field_of(c, 1, 1, 1), "packed_seq_lengths");
+  c.packed_seq_lengths = {5, 11};
+  c.micro_batch = 2;
+  EXPECT_EQ(field_of(c, 1, 1, 1), "packed_seq_lengths");  // THD: one sequence per microbatch
+  c.micro_batch = 1;
+  c.mtp_layers = 1;
+  EXPECT_EQ(field_of(c, 1, 1, 1), "packed_seq_lengths");
+  c.mtp_layers = 0;
+  c.pipeline.pp = 2;
+  EXPECT_EQ(field_of(c, 1, 1, 1), "packed_seq_lengths");
+}
+
 }  // namespace
 }  // namespace parity

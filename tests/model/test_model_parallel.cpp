@@ -74,15 +74,15 @@ RankResult run_model(const ModelConfig& c, ParallelContext par, std::int64_t mic
   RankResult r;
   auto backend = make_backend("reference");
   GPTModel model(c, *backend, par);
-  const double global_tokens =
-      double(c.seq) * double(c.micro_batch) * double(microbatches) * par.dp_size();
+  const double global_tokens = double(c.tokens_per_sequence()) * double(c.micro_batch) *
+                               double(microbatches) * par.dp_size();
   const at::Tensor pos = model.local_positions();
   double loss_share = 0;
   for (std::int64_t m = 0; m < microbatches; ++m) {
     MicrobatchResult mb;
     mb.global_index = model.global_microbatch(m, microbatches);
     mb.positions = pos;
-    MicrobatchData d = microbatch_data(c.seed, mb.global_index, c.seq, c.micro_batch, c.vocab);
+    MicrobatchData d = model.microbatch(mb.global_index);
     at::Tensor tokens = model.slice_sequence(d.tokens), labels = model.slice_sequence(d.labels);
     std::vector<Observed> raw;
     at::Tensor logits;
@@ -126,6 +126,24 @@ RankResult run_model(const ModelConfig& c, ParallelContext par, std::int64_t mic
     }
   }
   return r;
+}
+
+// Which rows of a rank's tensors hold tokens (`local`) and where the
+// single-rank run holds the same tokens (`single`): with packed documents the
+// rank's layout pads each to 2 x cp and the single rank's does not.
+struct TokenRows {
+  at::Tensor local, single;
+};
+TokenRows token_rows(const ModelConfig& c, int cp, const at::Tensor& positions) {
+  if (!c.packed()) return {at::arange(positions.size(0), at::kLong), positions};
+  const SequencePacking mine = pack_sequences(c.packed_seq_lengths, c.seq, cp);
+  const SequencePacking one = pack_sequences(c.packed_seq_lengths, c.seq, 1);
+  const PackedPositionTables t = packed_position_tables(mine, at::kCPU);
+  const at::Tensor local = t.valid_of(positions).nonzero().squeeze(1);
+  const at::Tensor held = positions.index_select(0, local);
+  const at::Tensor starts = at::tensor(one.padded_starts, at::kLong);
+  return {local, starts.index_select(0, t.documents_of(held)) +
+                     t.position_in_document.index_select(0, held)};
 }
 
 double rel_err(const at::Tensor& a, const at::Tensor& b) {
@@ -176,10 +194,12 @@ void expect_sharded_run_equals_single_rank_run(const ModelConfig& c, int tp, int
     for (const MicrobatchResult& mb : r.microbatches) {
       SCOPED_TRACE("global microbatch " + std::to_string(mb.global_index));
       const MicrobatchResult& s = single.microbatches.at(mb.global_index);
-      auto rows = [&](const at::Tensor& t) { return t.index_select(0, mb.positions); };
-      EXPECT_LT(rel_err(mb.logits, rows(s.logits)), 1e-10);
+      const TokenRows token = token_rows(c, cp, mb.positions);
+      auto rows = [&](const at::Tensor& t) { return t.index_select(0, token.single); };
+      auto mine = [&](const at::Tensor& t) { return t.index_select(0, token.local); };
+      EXPECT_LT(rel_err(mine(mb.logits), rows(s.logits)), 1e-10);
       if (mb.gathered_logits.defined()) {
-        EXPECT_LT(rel_err(mb.gathered_logits, rows(s.logits)), 1e-10);
+        EXPECT_LT(rel_err(mine(mb.gathered_logits), rows(s.logits)), 1e-10);
       }
       // Observations: the same sites in the same order; labels per SP; the
       // tensors reassembled over TP equal this rank's rows of the single-rank ones.
@@ -201,15 +221,15 @@ void expect_sharded_run_equals_single_rank_run(const ModelConfig& c, int tp, int
         }
         EXPECT_EQ(o.tp, expect_tp);
         const at::Tensor expect = rows(so.tensor);
-        ASSERT_EQ(o.tensor.sizes(), expect.sizes());
-        EXPECT_LT(rel_err(o.tensor, expect), 1e-10);
+        ASSERT_EQ(mine(o.tensor).sizes(), expect.sizes());
+        EXPECT_LT(rel_err(mine(o.tensor), expect), 1e-10);
         // Local shapes: sharded over TP exactly where the label says.
         const auto& local = mb.local_shapes[i];
         if (o.tp.has_value()) {
-          const std::int64_t d = *o.tp < 0 ? *o.tp + expect.dim() : *o.tp;
-          EXPECT_EQ(local[d] * tp, expect.size(d));
+          const std::int64_t d = *o.tp < 0 ? *o.tp + o.tensor.dim() : *o.tp;
+          EXPECT_EQ(local[d] * tp, o.tensor.size(d));
         } else {
-          EXPECT_EQ(local, expect.sizes().vec());
+          EXPECT_EQ(local, o.tensor.sizes().vec());
         }
       }
     }
@@ -239,6 +259,33 @@ std::vector<Case> full_matrix() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ShardedModel, ::testing::ValuesIn(full_matrix()), case_name);
+
+// Packed documents (docs/model.md "Packed sequences") of 5, 11 and 8 tokens in
+// a sequence of 32, none a multiple of 2 x cp: each rank's tokens equal the
+// single rank's (which pads none), wherever its layout put them.
+class ShardedPackedModel : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ShardedPackedModel, EqualsTheSingleRankRunInFp64) {
+  const Case k = GetParam();
+  for (PositionEmbeddingKind position :
+       {PositionEmbeddingKind::learned, PositionEmbeddingKind::rope}) {
+    SCOPED_TRACE(position == PositionEmbeddingKind::rope ? "rope" : "learned");
+    ModelConfig c = parallel_config(k.sp, k.act, k.norm);
+    c.micro_batch = 1;
+    c.seq = 32;
+    c.packed_seq_lengths = {5, 11, 8};
+    c.position_embedding = position;
+    expect_sharded_run_equals_single_rank_run(c, k.tp, k.cp, k.dp);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, ShardedPackedModel,
+    ::testing::Values(Case{1, 2, 1, false, ActivationKind::gelu, NormKind::layer_norm},
+                      Case{2, 2, 1, true, ActivationKind::swiglu, NormKind::rms_norm},
+                      Case{2, 1, 2, true, ActivationKind::gelu, NormKind::layer_norm},
+                      Case{1, 4, 1, false, ActivationKind::swiglu, NormKind::layer_norm}),
+    case_name);
 
 // Grouped-query attention (docs/model.md "Grouped-query attention"), 8 heads:
 // groups split over TP (groups >= tp), or fewer groups than TP ranks (the

@@ -11,6 +11,7 @@
 #include "harness/config/resume_layout.h"
 #include "harness/graphs/graph_scope.h"
 #include "harness/model/pipeline_layout.h"
+#include "harness/model/sequence_packing.h"
 #include "scenarios/fault_shapes.h"
 #include "scenarios/generators.h"
 
@@ -22,6 +23,7 @@ PARITY_USES_FAULT(expert_skip_empty_rank);
 PARITY_USES_FAULT(moe_tracker_size_per_stage);
 PARITY_USES_FAULT(observe_forced_logits);
 PARITY_USES_FAULT(optimizer_step_not_saved);
+PARITY_USES_FAULT(packed_positions_global);
 PARITY_USES_FAULT(replica_saved_per_rank);
 PARITY_USES_FAULT(reshard_flat_buffer_order);
 PARITY_USES_FAULT(resume_rng_not_restored);
@@ -160,6 +162,19 @@ RC_GTEST_PROP(FaultShapes, ShapedGatherPrecedenceScenariosOverrideTheConstructor
   RC_ASSERT((c.runtime_gather_output == RuntimeGatherOption::on) != c.gather_output);
   RC_ASSERT(std::find(c.metrics.begin(), c.metrics.end(), "global-output-logits-l2") !=
             c.metrics.end());
+}
+
+// packed-positions-global: packed documents under CP whose first is padded
+// (so the second moves with the layout), learned position embeddings.
+RC_GTEST_PROP(FaultShapes, ShapedPackedScenariosPadTheFirstDocumentUnderCp, ()) {
+  RunConfig c = *scenarios::gen_scenario();
+  RC_PRE(c.cp > 1 && c.pp == 1 && c.mtp_layers == 0);
+  RC_ASSERT(scenarios::shape_for_fault(c, fault_packed_positions_global));
+  const auto lengths = parse_packed_seq_lengths(c.packed_seq_lengths, nullptr).value();
+  RC_ASSERT(lengths.size() >= 2u);
+  RC_ASSERT(lengths[0] % (2 * c.cp) != 0);
+  RC_ASSERT(c.position_embedding == PositionEmbeddingKind::learned);
+  RC_ASSERT(checks::validate_check_scenario(c).empty());
 }
 
 // A fault without a shape leaves the scenario as generated.

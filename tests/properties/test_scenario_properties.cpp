@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "harness/config/resume_layout.h"
 #include "harness/graphs/graph_scope.h"
 #include "harness/model/pipeline_layout.h"
+#include "harness/model/sequence_packing.h"
 #include "scenarios/generators.h"
 #include "scenarios/quiet_listener.h"
 
@@ -210,7 +212,7 @@ TEST(ScenarioGenerators, PipelineScenariosDrawMoeOnEveryStageAndStagesWithoutMoe
 // layernorm (judged with fp32 tolerances: harness/checks/tolerance.h). They
 // also reach every --graph-scope module and the whole-layer scope.
 TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
-  std::set<std::string> seen, scopes, moe_logging, query_groups;
+  std::set<std::string> seen, scopes, moe_logging, query_groups, packed;
   rc::detail::TestParams params;
   params.seed = 20261204;
   params.maxSuccess = 4000;
@@ -248,6 +250,18 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
         if (c.norm_epsilon != 1e-5) query_groups.insert("norm-epsilon");
         if (c.etp > 0 && c.etp != c.tp)
           query_groups.insert(c.etp < c.tp ? "etp below tp" : "etp above tp");
+        // Packed documents (docs/model.md "Packed sequences"), under CP with a
+        // length no multiple of 2 x cp (padded per document), with MoE.
+        if (!c.packed_seq_lengths.empty()) {
+          packed.insert("packed");
+          const auto lengths = parse_packed_seq_lengths(c.packed_seq_lengths, nullptr).value();
+          if (c.cp > 1 && std::any_of(lengths.begin(), lengths.end(),
+                                      [&](std::int64_t l) { return l % (2 * c.cp) != 0; }))
+            packed.insert("padded under cp");
+          if (lengths.size() > 1) packed.insert("several documents");
+          if (c.sp && c.tp > 1) packed.insert("sp");
+          if (c.moe_experts > 0) packed.insert("moe");
+        }
         const std::string prefix =
             std::string(to_string(c.dtype)) + (c.fp32_residual ? "+fp32-residual " : " ");
         if (c.recompute.rfind("selective:", 0) == 0) {
@@ -270,6 +284,7 @@ TEST(ScenarioGenerators, CoverDtypeTimesFp32ResidualTimesEveryRecomputeKind) {
   EXPECT_EQ(scopes.size(), 6u) << "graph scopes generated: " << ::testing::PrintToString(scopes);
   EXPECT_EQ(moe_logging.size(), 2u) << ::testing::PrintToString(moe_logging);
   EXPECT_EQ(query_groups.size(), 11u) << ::testing::PrintToString(query_groups);
+  EXPECT_EQ(packed.size(), 5u) << ::testing::PrintToString(packed);
 }
 
 // The generators draw resumes (resume_invariance) at the scenario's layout and

@@ -9,7 +9,7 @@ use_cpu_initialization=True, dropout 0, gradient_accumulation_fusion=False, fusi
 model keys of a parity scenario (hidden, heads, num-query-groups, kv-channels, qk-layernorm,
 ffn-hidden, layers, seq, vocab, micro-batch, microbatches, dp, norm, norm-epsilon, activation,
 seed, position-embedding, rotary-base, rotary-percent, rotary-interleaved, untie, bias-linear,
-mtp-layers;
+mtp-layers, packed-seq-lengths;
 absent keys take parity's defaults; mtp-layers adds get_gpt_mtp_block_spec's depths), runs one
 forward/backward over the global batch (micro-batch * microbatches * dp rows), microbatch by
 microbatch, and writes to OUTDIR:
@@ -25,6 +25,12 @@ microbatch, and writes to OUTDIR:
                         output_logits; rank 0, step 0, microbatch = global microbatch index
   scenario.json         the scenario's keys, as given
   REGENERATE.md         the exact command that wrote this folder
+
+packed-seq-lengths (packed THD documents, micro-batch 1): the batch holds the documents in the
+single rank's layout (back to back, zeros after the last), each document runs as a sequence of its
+own (Megatron's local attention rejects packed input on the CPU), and the expected logits and
+losses are assembled at the documents' rows (zeros in the padding); trace.jsonl then holds one
+record set per document (Megatron's own runs compare with it, parity's packed trace does not).
 
 --weights FILE loads a weights.safetensors instead of initializing (the `megatron` CTest label
 uses it to compare a live run with the committed fixture).
@@ -137,6 +143,23 @@ def read_scenario(path):
     if s.get("mtp-repeated-layer", False):
         fail('"mtp-repeated-layer" = true: megatron-core ' + MEGATRON_PIN +
              ' has no mtp_use_repeated_layer')
+    packed = s.get("packed-seq-lengths", "")
+    if packed:
+        try:
+            lengths = [int(x) for x in str(packed).split(",")]
+        except ValueError:
+            fail(f'"packed-seq-lengths" = {json.dumps(packed)}: must be a comma list of integers')
+        if any(n < 1 for n in lengths) or sum(lengths) > s["seq"]:
+            fail(f'"packed-seq-lengths" = {json.dumps(packed)}: lengths >= 1 whose sum fits in '
+                 f'seq ({s["seq"]})')
+        if s["micro-batch"] != 1:
+            fail(f'"micro-batch" = {s["micro-batch"]}: packed (THD) batches need 1')
+        if experts or mtp:
+            fail(f'"packed-seq-lengths" = {json.dumps(packed)}: golden.py packs documents on '
+                 'dense models without MTP only')
+        s["packed"] = lengths
+    else:
+        s["packed"] = None
     kv = s["kv-channels"]
     if not isinstance(kv, int) or isinstance(kv, bool) or kv < 0:
         fail(f'"kv-channels" = {json.dumps(kv)}: must be a non-negative integer (0 = hidden / heads)')
@@ -366,8 +389,50 @@ def attach_hooks(model, recorder):
 def make_batch(s):
     gen = torch.Generator().manual_seed(int(s["seed"]))
     rows = s["micro-batch"] * s["microbatches"] * s["dp"]
+    if s["packed"]:
+        # Packed documents in the single rank's layout (parity's --load-batch and --dump files):
+        # back to back from position 0, document d's labels the ids after its tokens in one
+        # stream; the padding after the last document holds 0.
+        valid = sum(s["packed"])
+        stream = torch.randint(0, s["vocab"], (rows, valid + 1), generator=gen, dtype=torch.int64)
+        tokens = torch.zeros(rows, s["seq"], dtype=torch.int64)
+        labels = torch.zeros(rows, s["seq"], dtype=torch.int64)
+        tokens[:, :valid] = stream[:, :valid]
+        labels[:, :valid] = stream[:, 1:]
+        return tokens, labels
     stream = torch.randint(0, s["vocab"], (rows, s["seq"] + 1), generator=gen, dtype=torch.int64)
     return stream[:, :-1].contiguous(), stream[:, 1:].contiguous()
+
+
+def run_packed(model, s, tokens, labels, recorder):
+    """Packed documents (THD): Megatron's local attention takes no packed input on the CPU, so
+    each document runs as a sequence of its own (positions from 0, causal within it, which is
+    what cu_seqlens and --reset-position-ids give a packed batch); its logits and per-token
+    losses go to its rows of the packed layout, the padding rows stay 0, and the gradient is
+    that of sum(every document's token losses) / (rows * the documents' tokens)."""
+    rows = tokens.shape[0]
+    global_tokens = rows * sum(s["packed"])
+    captured = {}
+
+    def keep_logits(module, args, output):
+        captured["logits"] = (output[0] if isinstance(output, tuple) else output).detach().clone()
+    handle = model.output_layer.register_forward_hook(keep_logits)
+    logits = torch.zeros(rows, s["seq"], s["vocab"])
+    losses = torch.zeros(rows, s["seq"])
+    for i in range(rows):  # micro-batch 1: one packed sequence per microbatch
+        recorder.microbatch = i
+        start = 0
+        for n in s["packed"]:
+            doc = slice(start, start + n)
+            positions = torch.arange(n, dtype=torch.int64).unsqueeze(0)
+            causal = torch.triu(torch.ones(1, 1, n, n, dtype=torch.bool), diagonal=1)
+            loss = model(tokens[i:i + 1, doc], positions, causal, labels=labels[i:i + 1, doc])
+            (loss.sum() / global_tokens).backward()
+            logits[i, doc] = captured["logits"][:, 0]  # [n, 1, V] -> [n, V]
+            losses[i, doc] = loss.detach().float()[0]
+            start += n
+    handle.remove()
+    return logits, losses
 
 
 def run(model, s, tokens, labels, recorder):
@@ -432,7 +497,7 @@ def main():
         tokens, labels = make_batch(s)
         recorder = TraceRecorder()
         handles = attach_hooks(model, recorder)
-        logits, loss = run(model, s, tokens, labels, recorder)
+        logits, loss = (run_packed if s["packed"] else run)(model, s, tokens, labels, recorder)
         for h in handles:
             h.remove()
         params = dict(model.named_parameters())
