@@ -152,16 +152,13 @@ class EagerGraphRunner final : public GraphRunner {
  public:
   bool supports(GraphMode mode) const override { return mode == GraphMode::none; }
   void configure(const GraphSettings&) override {}
+  // Out of line (backend.cpp): returning tensors by value needs at::Tensor complete.
   std::vector<at::Tensor> run_region(const std::string&, const RegionFn& fn,
-                                     const std::vector<at::Tensor>& inputs, bool) override {
-    return fn(inputs);
-  }
+                                     const std::vector<at::Tensor>& inputs, bool) override;
   void end_step() override {}
   void set_static_parameters(const std::vector<at::Tensor>&) override {}
   std::vector<at::Tensor> run_iteration(const RegionFn& body,
-                                        const std::vector<at::Tensor>& inputs) override {
-    return body(inputs);
-  }
+                                        const std::vector<at::Tensor>& inputs) override;
   void poison_if_capturing(const at::Tensor&) override {}
   GraphPhase phase() const override { return GraphPhase::eager; }
 };

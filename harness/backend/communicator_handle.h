@@ -15,6 +15,7 @@ namespace parity::detail {
 inline bool trivial_group(const Communicator* c) { return c == nullptr || c->size() == 1; }
 inline std::int64_t to_handle(Communicator* c) { return reinterpret_cast<std::int64_t>(c); }
 inline Communicator& comm_of(std::int64_t handle) {
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the handle is a pointer (to_handle), by design
   return *reinterpret_cast<Communicator*>(handle);
 }
 // The communicator a forward saved as saved_data["comm"].

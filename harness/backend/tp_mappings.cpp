@@ -7,6 +7,7 @@
 namespace parity {
 namespace {
 
+using detail::comm_of;
 using detail::saved_communicator;
 using detail::to_handle;
 using detail::trivial_group;
@@ -46,7 +47,7 @@ struct CopyToTp : torch::autograd::Function<CopyToTp> {
 struct ReduceFromTp : torch::autograd::Function<ReduceFromTp> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t comm) {
     ctx->saved_data["comm"] = comm;
-    return all_reduce(x, *reinterpret_cast<Communicator*>(comm));
+    return all_reduce(x, comm_of(comm));
   }
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0], at::Tensor()}; }
 };
@@ -57,7 +58,7 @@ struct ScatterDim : torch::autograd::Function<ScatterDim> {
                             std::int64_t dim) {
     ctx->saved_data["comm"] = comm;
     ctx->saved_data["dim"] = dim;
-    return keep_chunk(x, *reinterpret_cast<Communicator*>(comm), dim);
+    return keep_chunk(x, comm_of(comm), dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
@@ -72,7 +73,7 @@ struct GatherDim : torch::autograd::Function<GatherDim> {
                             std::int64_t dim) {
     ctx->saved_data["comm"] = comm;
     ctx->saved_data["dim"] = dim;
-    return gather(x, *reinterpret_cast<Communicator*>(comm), dim);
+    return gather(x, comm_of(comm), dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
@@ -87,7 +88,7 @@ struct GatherReduceScatterDim : torch::autograd::Function<GatherReduceScatterDim
                             std::int64_t dim) {
     ctx->saved_data["comm"] = comm;
     ctx->saved_data["dim"] = dim;
-    return gather(x, *reinterpret_cast<Communicator*>(comm), dim);
+    return gather(x, comm_of(comm), dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
@@ -100,7 +101,7 @@ struct GatherReduceScatterDim : torch::autograd::Function<GatherReduceScatterDim
 struct ReduceScatterToSp : torch::autograd::Function<ReduceScatterToSp> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t comm) {
     ctx->saved_data["comm"] = comm;
-    return reduce_scatter(x, *reinterpret_cast<Communicator*>(comm), 0);
+    return reduce_scatter(x, comm_of(comm), 0);
   }
   static variable_list backward(AutogradContext* ctx, variable_list g) {
     if (!g[0].defined()) return {at::Tensor(), at::Tensor()};

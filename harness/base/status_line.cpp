@@ -1,12 +1,13 @@
 #include "harness/base/status_line.h"
 
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 
 namespace parity {
 
 std::string clock_text(double seconds) {
-  const long s = static_cast<long>(seconds + 0.5);
+  const long s = std::lround(seconds);
   char buf[32];
   if (s >= 3600)
     std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);

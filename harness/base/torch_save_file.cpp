@@ -11,7 +11,7 @@
 namespace parity {
 namespace {
 
-std::string first_line(std::string s) { return s.substr(0, s.find('\n')); }
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 std::optional<at::ScalarType> storage_dtype(const std::string& type) {
   static const std::map<std::string, at::ScalarType> types = {

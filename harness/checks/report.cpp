@@ -50,6 +50,7 @@ std::vector<std::pair<std::pair<std::string, std::string>, MetricSummary>> summa
     ++s.compared;
   }
   std::vector<std::pair<std::pair<std::string, std::string>, MetricSummary>> out;
+  out.reserve(order.size());
   for (const auto& k : order) out.emplace_back(k, by[k]);
   return out;
 }

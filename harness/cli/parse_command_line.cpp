@@ -34,7 +34,7 @@ std::string one_error_line(const std::string& what) {
 }
 
 // CLI11's own checks print their whole numeric range; these say the rule.
-CLI::Validator rule(std::string name, bool (*ok)(const std::string&), std::string text) {
+CLI::Validator rule(std::string name, bool (*ok)(const std::string&), const std::string& text) {
   return CLI::Validator(
       [ok, text](std::string& value) { return ok(value) ? std::string() : value + ": " + text; },
       "", std::move(name));

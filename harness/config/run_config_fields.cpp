@@ -116,7 +116,7 @@ RunConfigField choice(std::string_view key, E RunConfig::*m, std::string_view gr
 
 RunConfigField list(std::string_view key, std::vector<std::string> RunConfig::*m,
                     std::string_view group, std::string_view help, bool comma_separated,
-                    std::string what) {
+                    const std::string& what) {
   RunConfigField f = make(key, FieldType::text_list, group, help);
   f.comma_separated = comma_separated;
   f.get = [m](const RunConfig& c) { return nlohmann::json(c.*m); };

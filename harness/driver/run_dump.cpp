@@ -54,7 +54,7 @@ at::Tensor RunDump::full_parameter_tensor(const at::Tensor& local, const ShardSp
                                           bool expert) const {
   // A routed expert's pieces lie over the expert TP group (--etp).
   Communicator* tp = expert ? model_.parallel().expert_tp() : model_.parallel().tp;
-  const at::Tensor t = local.detach().to(at::kCPU).contiguous();
+  at::Tensor t = local.detach().to(at::kCPU).contiguous();
   if (spec.replicated() || tp == nullptr || tp->size() == 1) return t;
   const at::Tensor all = tp->all_gather(local.detach().contiguous(), spec.dim).to(at::kCPU);
   return unshard(all.chunk(tp->size(), spec.dim), spec);

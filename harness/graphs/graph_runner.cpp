@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "harness/base/check.h"
 #include "harness/faults/code_path_faults.h"
@@ -224,7 +225,7 @@ struct ReplayFunction : torch::autograd::Function<ReplayFunction> {
     variable_list result;
     for (const at::Tensor& s : r.static_outputs)
       result.push_back(r.clone_outputs ? s.clone() : s.variable_data());
-    ctx->saved_data["call"] = at::IValue::make_capsule(call);
+    ctx->saved_data["call"] = at::IValue::make_capsule(std::move(call));
     return result;
   }
 

@@ -123,9 +123,9 @@ class DimwiseMetric final : public Metric {
             pairs.push_back(placeholder[i] ? at::zeros({2}, complete[i].options())
                                            : population_pair(complete[i], sqrt_first));
           apply_population_faults(pairs, item_masks);
-          return reduce_grouped(std::move(pairs), item_masks, ReduceOp::sum, [](at::Tensor t) {
-            return MetricStep::finished(t[0] / t[1]);
-          });
+          return reduce_grouped(
+              std::move(pairs), item_masks, ReduceOp::sum,
+              [](const at::Tensor& t) { return MetricStep::finished(t[0] / t[1]); });
         });
   }
 

@@ -99,6 +99,7 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
     for (const BatchKey& key : order) {
       const std::vector<Slot>& slots = batches.at(key);
       std::vector<at::Tensor> values;
+      values.reserve(slots.size());
       for (const Slot& s : slots) values.push_back(programs[s.program].step.requests[s.index].value);
       Communicator& comm = group_(key.axis);
       ++stats_.collectives;

@@ -49,6 +49,7 @@ class LogicalReductionMetric final : public Metric {
 
   Prepared merge(std::vector<Prepared> microbatches) const override {
     std::vector<at::Tensor> values;
+    values.reserve(microbatches.size());
     for (const auto& m : microbatches) values.push_back(m.value);
     Prepared p = microbatches.front();
     p.value = combine(values, op());

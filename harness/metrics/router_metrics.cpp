@@ -267,13 +267,14 @@ class RouterDiagnosticsMetric final : public Metric {
     for (const at::Tensor* dist : {&rows.score, &rows.aux, &rows.actual})
       sums.push_back((*dist * weight).sum(0));  // [E] each
     std::vector<at::Tensor> flat;
+    flat.reserve(sums.size());
     for (const at::Tensor& s : sums) flat.push_back(s.reshape({-1}).to(at::kDouble));
     return {at::cat(flat), vector_of(maxima), vector_of(minima)};
   }
 
   // Reduces the stacked blocks over the axes of `mask`, one round per axis
   // (tp, cp, dp), all three blocks in the round's requests.
-  static MetricStep reduce(Blocks blocks, AxisMask mask, std::size_t axis, Then then) {
+  static MetricStep reduce(Blocks blocks, AxisMask mask, std::size_t axis, const Then& then) {
     while (axis < kModelAxes.size() && !(mask & axis_bit(axis))) ++axis;
     if (axis == kModelAxes.size()) return then(blocks);
     const Axis a = kModelAxes[axis];

@@ -90,6 +90,7 @@ MetricStep reduce_over_axes(std::vector<at::Tensor> values, std::vector<AxisMask
       if (masks[i] & axis_bit(a)) which.push_back(i);
     if (which.empty()) continue;
     std::vector<CollectiveRequest> requests;
+    requests.reserve(which.size());
     for (std::size_t i : which)
       requests.push_back({values[i], kModelAxes[a], CollectiveKind::all_reduce, op, 0});
     return MetricStep::collect(
@@ -115,7 +116,7 @@ MetricStep reduce_grouped(std::vector<at::Tensor> values, const std::vector<Axis
     group_masks.push_back(mask);
   }
   return reduce_over_axes(std::move(partial), std::move(group_masks), op,
-                          [op, then = std::move(then)](std::vector<at::Tensor> reduced) {
+                          [op, then = std::move(then)](const std::vector<at::Tensor>& reduced) {
                             return then(combine(reduced, op));
                           });
 }

@@ -16,6 +16,7 @@ namespace {
 // device (the transport of a device backend may take device tensors only).
 at::Tensor lengths_of(const std::vector<at::Tensor>& pieces) {
   std::vector<std::int64_t> n;
+  n.reserve(pieces.size());
   for (const at::Tensor& p : pieces) n.push_back(p.numel());
   return at::tensor(n, at::TensorOptions().dtype(at::kLong))
       .reshape({1, -1})
@@ -46,6 +47,7 @@ std::vector<at::Tensor> unpadded(const at::Tensor& gathered, const at::Tensor& l
     }
   }
   std::vector<at::Tensor> out;
+  out.reserve(parts.size());
   for (auto& p : parts) out.push_back(at::cat(p));
   return out;
 }
@@ -53,7 +55,7 @@ std::vector<at::Tensor> unpadded(const at::Tensor& gathered, const at::Tensor& l
 }  // namespace
 
 MetricStep gather_uneven(std::vector<at::Tensor> pieces, AxisMask axes,
-                         std::function<MetricStep(std::vector<at::Tensor>)> then,
+                         const std::function<MetricStep(std::vector<at::Tensor>)>& then,
                          std::size_t first_axis) {
   if (pieces.empty()) PARITY_FAIL("gather_uneven: no pieces");
   std::size_t a = first_axis;

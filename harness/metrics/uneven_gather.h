@@ -20,7 +20,7 @@ namespace parity {
 // tp, cp, dp; afterwards pieces[j] is the concatenation, in group rank order,
 // of every rank's pieces[j]. Then returns then(pieces).
 MetricStep gather_uneven(std::vector<at::Tensor> pieces, AxisMask axes,
-                         std::function<MetricStep(std::vector<at::Tensor>)> then,
+                         const std::function<MetricStep(std::vector<at::Tensor>)>& then,
                          std::size_t first_axis = 0);
 
 }  // namespace parity

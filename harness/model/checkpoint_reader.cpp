@@ -51,7 +51,7 @@ std::string resolve_folder(const std::string& path) {
   if (end == text->c_str() || step < 0 || (*end != '\0' && *end != '\n'))
     throw CheckpointError(tracker + ": expected a step number, found \"" + text->substr(0, 40) +
                           "\"");
-  const std::string folder = path + "/" + step_folder_name(step);
+  std::string folder = path + "/" + step_folder_name(step);
   if (!files::exists(folder + "/manifest.json"))
     throw CheckpointError(tracker + ": names step " + std::to_string(step) + ", but " + folder +
                           "/manifest.json is missing");
@@ -231,8 +231,10 @@ at::Tensor Reader::full_moment(const std::string& moment, const std::string& nam
     if (fault_active(fault_reshard_flat_buffer_order)) {
       std::vector<std::size_t> order(buffer.parameters.size());
       std::iota(order.begin(), order.end(), std::size_t{0});
-      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return buffer.parameters[a].key < buffer.parameters[b].key;
+      // A lambda may not capture a structured binding (C++17): name the list.
+      const std::vector<FlatParameter>& parameters = buffer.parameters;
+      std::stable_sort(order.begin(), order.end(), [&parameters](std::size_t a, std::size_t b) {
+        return parameters[a].key < parameters[b].key;
       });
       std::int64_t at = 0;
       for (std::size_t i : order) {

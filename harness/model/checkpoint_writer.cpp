@@ -160,7 +160,7 @@ std::string save(const SaveRequest& r, GPTModel& model, const Optimizer& optimiz
       for (std::size_t i = 0; i < pieces.size(); ++i) pieces[i].entry = entry_from_json(listed[i]);
   }
 
-  const std::string final_folder = r.dir + "/" + step_folder_name(r.step);
+  std::string final_folder = r.dir + "/" + step_folder_name(r.step);
   const std::string partial = final_folder + ".partial";
   if (r.rank == 0) {
     files::create_directories(r.dir);

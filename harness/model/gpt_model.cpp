@@ -198,9 +198,9 @@ at::Tensor GPTModel::forward(const at::Tensor& tokens, const at::Tensor& positio
   return forward_chunk(0, tokens, positions, runtime_gather_output, mtp);
 }
 
-at::Tensor GPTModel::forward_chunk(int index, const at::Tensor& input, const at::Tensor& positions,
+at::Tensor GPTModel::forward_chunk(int chunk, const at::Tensor& input, const at::Tensor& positions,
                                    std::optional<bool> runtime_gather_output, const MtpBatch* mtp) {
-  const ModelChunk& c = chunk(index);
+  const ModelChunk& c = this->chunk(chunk);
   const ModelRuntime& rt = runtime_;
   at::Tensor h = input;
   if (c.embeds) {
@@ -487,7 +487,7 @@ void GPTModel::sum_over_embedding_group() {
 
 at::Tensor context_parallel_positions(std::int64_t seq, int cp, int cp_rank) {
   if (cp == 1) return at::arange(seq, at::kLong);
-  const std::int64_t chunk = seq / (2 * cp);
+  const std::int64_t chunk = seq / (2 * std::int64_t{cp});
   const std::int64_t first = cp_rank * chunk, second = (2 * cp - 1 - cp_rank) * chunk;
   return at::cat({at::arange(first, first + chunk, at::kLong),
                   at::arange(second, second + chunk, at::kLong)});

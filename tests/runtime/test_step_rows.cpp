@@ -176,7 +176,9 @@ TEST(StepRows, WritersOverwritingFasterThanTheReaderNeverYieldATornOrRepeatedRow
   EXPECT_EQ(stream.next_step(), static_cast<std::int64_t>(seen.size()));
   EXPECT_EQ(stream.steps_done(), kSteps);
   // Unless a row was lost, the stream has them all; the fill starts where it stopped.
-  if (!stream.lost()) EXPECT_EQ(stream.next_step(), kSteps);
+  if (!stream.lost()) {
+    EXPECT_EQ(stream.next_step(), kSteps);
+  }
 }
 
 // The ring alone under the same race: a reader copying the slots the writer

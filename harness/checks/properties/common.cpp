@@ -189,8 +189,8 @@ void fail(PropertyResult& p, std::string reason, std::string site) {
   p.status = Status::fail;
   p.reason = std::move(reason);
   if (!site.empty()) {
-    p.worst_site = site;
     p.worst_label = layer_label(site);
+    p.worst_site = std::move(site);
     if (p.worst_label.empty()) p.worst_label = "global";
   }
 }
