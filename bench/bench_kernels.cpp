@@ -2,7 +2,7 @@
 // squares, sum, min, max, abs-max, NaN and Inf counts) against the same
 // statistics with unfused ATen ops (as the reference metrics compute them), on
 // 256 MiB and 1 GiB tensors in bf16 and fp32 (docs/benchmarks.md, "Fused
-// kernels"; targets in issue 14: >= 85 % of copy bandwidth, >= 3x ATen).
+// kernels"; targets: >= 85 % of copy bandwidth, >= 3x ATen).
 // A program, not a timed test; ci/gpu-validate-style runs on a GPU machine.
 //
 //   parity_bench_kernels [--iters N] [--mib M ...]

@@ -1,6 +1,6 @@
 #pragma once
 // Everything one parity run is configured by: the parallel layout and runtime
-// (issue 2) and the model (issue 3). One validation function serves the CLI and
+// and the model. One validation function serves the CLI and
 // scenario files; one JSON form (keys = the CLI flags without their dashes)
 // serves the processes-mode worker hand-off and scenario files.
 #include <cstdint>
@@ -48,7 +48,7 @@ struct RecomputeSpec {
 std::optional<RecomputeSpec> parse_recompute(std::string_view spec, std::string* why = nullptr);
 
 struct RunConfig {
-  // --- parallel layout and runtime (issue 2)
+  // --- parallel layout and runtime
   int tp = 1;
   int cp = 1;
   int dp = 1;
@@ -74,7 +74,7 @@ struct RunConfig {
   std::vector<std::string> inject;         // fault specs, e.g. "crash-rank=1"
   bool check_collectives = false;          // collective fingerprints
 
-  // --- model (issue 3); small defaults so a default run is quick
+  // --- model; small defaults so a default run is quick
   int hidden = 64;
   int heads = 4;
   int num_query_groups = 0;   // grouped-query attention; 0 = heads
@@ -187,7 +187,7 @@ struct ConfigViolation {
   std::vector<std::string> involves = {};
 };
 
-// Every rule every run needs (issue 2 and issue 3 "Bad input"); empty = valid.
+// Every rule every run needs (contract.md "Bad input"); empty = valid.
 // Environment checks of the env launch mode are separate (launcher.h).
 std::vector<ConfigViolation> validate_run_config(const RunConfig& config);
 

@@ -146,7 +146,7 @@ RunConfigField seed_field() {
 std::vector<RunConfigField> make_fields() {
   const NumericRange positive = at_least(1, "must be >= 1");
   std::vector<RunConfigField> f;
-  // Runtime (issue 2).
+  // Runtime.
   f.push_back(integer("tp", &RunConfig::tp, kRuntime, "tensor-parallel size", positive));
   f.push_back(integer("cp", &RunConfig::cp, kRuntime, "context-parallel size", positive));
   f.push_back(integer("dp", &RunConfig::dp, kRuntime, "data-parallel size", positive));
@@ -210,7 +210,7 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(
       flag("check-collectives", &RunConfig::check_collectives, kRuntime,
            "compare (op, dtype, shape, sequence) across each group before every collective"));
-  // Model (issue 3).
+  // Model.
   f.push_back(integer("hidden", &RunConfig::hidden, kModel, "hidden size", positive));
   f.push_back(integer("heads", &RunConfig::heads, kModel, "attention heads", positive));
   f.push_back(integer("num-query-groups", &RunConfig::num_query_groups, kModel,

@@ -172,7 +172,7 @@ std::vector<ConfigViolation> validate_run_config(const RunConfig& c) {
 
   // parity's runs are stricter than the model's layout rule: with CP and SP both
   // on, every load-balanced chunk (not only each CP rank's share) splits over tp,
-  // as the run validator has required since issue 2.
+  // as the run validator requires.
   if (!has("seq") && !has("tp") && !has("cp") && c.seq >= 1 && c.cp > 1 && c.sp && c.tp > 1 &&
       c.seq % (2LL * c.cp * c.tp) != 0)
     add("seq",

@@ -1,5 +1,5 @@
 #pragma once
-// Where each RunConfig value came from (issue 10): the built-in default, the
+// Where each RunConfig value came from: the built-in default, the
 // embedded default scenario of `parity check`, a scenario file, or the command
 // line. A violation about a value the user did not type names its source and
 // how to override it: `--sp: sequence parallelism requires tp > 1 (tp = 1)

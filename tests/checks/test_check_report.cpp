@@ -176,7 +176,7 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
   EXPECT_EQ(e.lines[0], "expect graph_replay PASS: not met: it is SKIP");
   EXPECT_EQ(e.lines[1], "expect determinism PASS: met");
 
-  // Issue 10: a SKIP meets only an expected SKIP; the line says why and how to compare.
+  // A SKIP meets only an expected SKIP; the line says why and how to compare.
   checks::PropertyResult skipped = prop("graph_replay", Status::skip);
   skipped.reason = "no step after the capture";
   skipped.hint = "use --steps 3";
@@ -282,7 +282,7 @@ TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
   EXPECT_NE(out.find("graph_replay          FAIL   (b)"), std::string::npos) << out;
 }
 
-// Issue 10: under full-iteration graphs (a) runs without metrics, yet the
+// Under full-iteration graphs (a) runs without metrics, yet the
 // header describes the scenario as given, not run (c).
 TEST(CheckHeader, DescribesTheScenarioAsGiven) {
   RunConfig s = checks::default_check_scenario();
@@ -349,7 +349,7 @@ TEST(CheckCommand, TheProgressLineSaysWhenThePropertiesAreEvaluated) {
       << shown;
 }
 
-// Issue 10's vacuous pass, end to end: full-iteration graphs with the embedded
+// A vacuous pass, end to end: full-iteration graphs with the embedded
 // default's 2 steps and warmup 1 replay nothing: graph_replay is SKIP, and
 // parity check says how to make it compare.
 TEST(CheckCommand, FullIterationWithoutAReplayStepIsSkipWithAHint) {

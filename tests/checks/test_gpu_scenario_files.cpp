@@ -5,7 +5,7 @@
 // and capture graphs only where the ranks issue no collective inside the captured
 // regions (tp = cp = 1: thread ranks on one GPU reach each other through the
 // host, which a CUDA graph cannot capture; docs/cuda-backend.md). Together they
-// cover every recompute kind, every graph mode, fp32 and bf16 (issue 13).
+// cover every recompute kind, every graph mode, fp32 and bf16.
 #include <gtest/gtest.h>
 
 #include <dirent.h>

@@ -248,7 +248,7 @@ TEST(Tolerances, FollowTheLowestPrecisionTheComputationRunsIn) {
   EXPECT_EQ(tolerances_for(c).basis, "fp32");
 }
 
-// Issue 10's false alarm: an fp64 model with an fp32 residual stream and
+// A false alarm: an fp64 model with an fp32 residual stream and
 // selective recompute differs from the run without it by fp32 rounding (loss
 // rel 4e-10 on step 1, gradients rel 9e-8): within fp32 tolerances, not fp64's.
 TEST(Properties, RecomputeInvarianceJudgesAnFp32ResidualStreamWithFp32Tolerances) {
@@ -272,7 +272,7 @@ TEST(Properties, RecomputeInvarianceJudgesAnFp32ResidualStreamWithFp32Tolerances
   EXPECT_NE(p.reason.find("fp64 rel 1e-12"), std::string::npos) << p.reason;
 }
 
-// Issue 10's vacuous pass: full-iteration graphs with steps <= warmup + 1 have
+// A vacuous pass: full-iteration graphs with steps <= warmup + 1 have
 // no step after the capture: SKIP with the reason and how to make it compare.
 TEST(Properties, GraphReplaySkipsWithoutAStepAfterTheCapture) {
   CheckRun a = eager_run("a", 2), c = eager_run("c", 2);
@@ -324,7 +324,7 @@ TEST(Properties, CollectiveSymmetrySkipsWhenEveryGroupHasOneMember) {
   EXPECT_NE(p.reason.find("one member"), std::string::npos) << p.reason;
 }
 
-// Issue 10: a residual contribution computed with autograd on, or sharing the
+// A residual contribution computed with autograd on, or sharing the
 // accumulator's storage, is invisible to metrics (they detach their input):
 // exactly_once reads the trace's flags.
 TEST(Properties, ExactlyOnceFailsOnAContributionThatRequiresGradOrAliases) {

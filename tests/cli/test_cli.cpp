@@ -89,7 +89,7 @@ TEST(CommandLine, HelpListsNegationsAndOnlyRealCommands) {
             "selfcheck, run, repro, mutants, diff, sweep, list; see parity --help)\n");
 }
 
-// Issue 10: the embedded default's values are named as such.
+// The embedded default's values are named as such.
 TEST(CommandLine, ErrorsNameTheSourceOfValuesNotTyped) {
   ParsedCommand p = parse_parity({"check", "--tp", "1", "--cp", "4"});
   EXPECT_EQ(p.errors, (std::vector<std::string>{

@@ -261,7 +261,7 @@ TEST(RunConfigValidation, MtpAndWeightGradientRules) {
               "replayed graph skips: needs graphs none");
 }
 
-// Issue 10: a metric whose source kind the model has no site for compares nothing.
+// A metric whose source kind the model has no site for compares nothing.
 TEST(RunConfigValidation, MetricsNeedASiteInTheModel) {
   RunConfig c;
   c.metrics = {"global-output-logits-l2", "global-mtp-logits-l2"};

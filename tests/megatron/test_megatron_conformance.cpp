@@ -3,7 +3,7 @@
 // unsharded weights, a batch, and Megatron's logits, per-token loss and
 // gradients. parity loads the weights and the batch on every parallel layout,
 // dumps the same quantities (--dump) and must match: logits and loss within fp32
-// rel 1e-5, gradients within rel 1e-4 (issue 11; docs/interop.md).
+// rel 1e-5, gradients within rel 1e-4 (docs/interop.md).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>

@@ -554,7 +554,7 @@ TEST(ModelDropout, MasksAreReproducibleFromTheTrackerState) {
 namespace parity {
 namespace {
 
-// Device placement (issue 9): parameters, positions and inputs are made on the
+// Device placement: parameters, positions and inputs are made on the
 // CPU from (seed, name) / (seed, microbatch) and placed on the backend's device.
 TEST(ModelDevicePlacement, ParametersPositionsAndInputsLiveOnTheBackendsDevice) {
   auto backend = make_backend("reference");

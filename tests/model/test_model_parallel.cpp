@@ -241,7 +241,7 @@ TEST_P(ShardedModel, EqualsTheSingleRankRunInFp64) {
   expect_sharded_run_equals_single_rank_run(parallel_config(k.sp, k.act, k.norm), k.tp, k.cp, k.dp);
 }
 
-// The whole matrix of issue 3: TP in {1,2,4} x SP (where TP > 1) x CP in {1,2}
+// The whole layout matrix: TP in {1,2,4} x SP (where TP > 1) x CP in {1,2}
 // x DP in {1,2}, the single-rank layout excluded (it is the reference). Norm and
 // activation alternate so both kinds meet every parallel axis.
 std::vector<Case> full_matrix() {

@@ -206,7 +206,7 @@ TEST(ScenarioGenerators, PipelineScenariosDrawMoeOnEveryStageAndStagesWithoutMoe
                                          "no tracker", "interleaved", "1F1B", "ep 2"}));
 }
 
-// Issue 10: the generators cover every dtype with and without an fp32
+// The generators cover every dtype with and without an fp32
 // residual stream against every recompute kind (and every selective module),
 // so the suite meets combinations such as fp64 + fp32 residual + selective
 // layernorm (judged with fp32 tolerances: harness/checks/tolerance.h). They

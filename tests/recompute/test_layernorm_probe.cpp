@@ -1,4 +1,4 @@
-// Issue 10: the selective "layernorm" recompute region (CheckpointWithoutOutput
+// The selective "layernorm" recompute region (CheckpointWithoutOutput
 // around the input and pre-MLP norms) holds a parity probe, layernorm_output,
 // so a recomputation that is not suspended is visible: with the
 // missing-recompute-suspension fault, exactly_once FAILs on a layernorm-only

@@ -260,7 +260,7 @@ TEST(RecomputeNegativeControl, MissingSuspensionObservesTheRecomputation) {
     }
     const int duplicated = duplicated_sites(bad);
     // Full recompute duplicates every site inside its chunks (6 per layer); core_attn
-    // its probe; layernorm the layernorm_output probe of both norms (issue 10: in
+    // its probe; layernorm the layernorm_output probe of both norms (in
     // Megatron no site sits inside that region and the fault is invisible there).
     if (v.kind == RecomputeKind::full_uniform) {
       EXPECT_EQ(duplicated, 2 * 4 * 6);

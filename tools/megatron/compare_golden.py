@@ -9,7 +9,7 @@ with the fixture so).
 
 Checks: the batches are identical; the weights hold the same keys and shapes (and, with
 --same-weights-bytes, the same bytes); logits and loss within fp32 rel 1e-5 and every gradient
-within rel 1e-4 (issue 11's tolerances), each measured as max|a - b| / max|b| over the tensor.
+within rel 1e-4 (the conformance tolerances), each measured as max|a - b| / max|b| over the tensor.
 Prints one line per tensor group with the largest error seen; exits 1 on a difference, 2 on bad
 input. The traces are compared by `parity diff` (the C++ side), not here.
 """

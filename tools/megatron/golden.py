@@ -35,7 +35,7 @@ record set per document (Megatron's own runs compare with it, parity's packed tr
 --weights FILE loads a weights.safetensors instead of initializing (the `megatron` CTest label
 uses it to compare a live run with the committed fixture).
 
-Three shims make Megatron run without CUDA (issue 11): GlobalMemoryBuffer.get_tensor allocates on
+Three shims make Megatron run without CUDA: GlobalMemoryBuffer.get_tensor allocates on
 the CPU, CudaRNGStatesTracker.fork is a no-op context (dropout is 0, no RNG state is needed), and
 torch.cuda.current_device answers the CPU device (rotary embeddings cache their frequencies there).
 A fourth is for MoE: 0.16.1's router_gating_linear reads te_general_gemm, which exists only with
