@@ -65,9 +65,10 @@ nlohmann::json final_parameters(GPTModel& model) {
   for (const Parameter& p : model.parameters()) {
     const at::Tensor local = p.value.detach().to(at::kCPU, at::kDouble);
     const checkpoint::ShardGroup g = checkpoint::shard_group_of(p, par);
-    const at::Tensor w = shard_of(full_parameter(kProjectionSeed, p.name, checkpoint::full_shape_of(p, g.size),
-                                                 InitKind::normal, 1.0, at::kDouble),
-                                  p.shard, g.rank, g.size);
+    const at::Tensor w =
+        shard_of(full_parameter(kProjectionSeed, p.name, checkpoint::full_shape_of(p, g.size),
+                                InitKind::normal, 1.0, at::kDouble),
+                 p.shard, g.rank, g.size);
     out[p.name] = {local.norm().item<double>(), (local * w).sum().item<double>()};
   }
   return out;

@@ -361,8 +361,8 @@ void restore_optimizer(const Reader& reader, Optimizer& optimizer, GPTModel& mod
       const bool flat = layout && layout->flat_offset(i) >= 0;
       if (flat && same_buffer) continue;
       const ShardGroup g = shard_group_of(params[i], par);
-      const at::Tensor local = shard_of(reader.full_moment(moments[m], params[i].name),
-                                        params[i].shard, g.rank, g.size);
+      const at::Tensor local =
+          shard_of(reader.full_moment(moments[m], params[i].name), params[i].shard, g.rank, g.size);
       at::Tensor target = optimizer.moment(m, i);
       if (flat) {
         const FlatShardLayout::Range r = layout->owned(i);
