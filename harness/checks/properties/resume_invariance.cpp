@@ -60,13 +60,13 @@ using FinalView = std::map<std::string, std::pair<double, double>>;
 int tp_piece(const RankRun& r, const std::string& name, const ParallelTopology& topology) {
   const auto split = r.parameter_tp.find(name);
   return split != r.parameter_tp.end() && split->second == "shard"
-             ? topology.coordinate(r.rank, Axis::tp)
+             ? detail::shard_piece(topology, r.rank, name)  // an expert's: its expert TP piece
              : -1;
 }
 
 void add_steps(const CheckRun& run, std::map<std::int64_t, StepView>& out) {
   const RunConfig& c = run.config;
-  const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp);
+  const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp, c.etp);
   std::map<std::int64_t, std::map<std::string, std::map<int, double>>> pieces;
   for (const RankRun& r : run.ranks)
     for (const StepData& d : r.steps) {
@@ -90,7 +90,7 @@ void add_steps(const CheckRun& run, std::map<std::int64_t, StepView>& out) {
 
 FinalView final_view(const CheckRun& run) {
   const RunConfig& c = run.config;
-  const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp);
+  const ParallelTopology topology(c.tp, c.cp, c.dp, c.ep, c.pp, c.etp);
   std::map<std::string, std::map<int, std::pair<double, double>>> pieces;
   for (const RankRun& r : run.ranks)
     for (const auto& [name, value] : r.final_parameters)
