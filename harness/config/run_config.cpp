@@ -11,18 +11,6 @@
 #include "harness/config/run_config_fields.h"
 
 namespace parity {
-namespace {
-
-constexpr OptionNames<LaunchMode, 3> kLaunch{{{LaunchMode::threads, "threads"},
-                                              {LaunchMode::processes, "processes"},
-                                              {LaunchMode::env, "env"}}};
-static_assert(kLaunch.complete());
-
-}  // namespace
-
-std::string_view to_string(LaunchMode v) { return kLaunch.name(v); }
-std::optional<LaunchMode> parse_launch_mode(std::string_view s) { return kLaunch.parse(s); }
-std::string known_launch_modes() { return kLaunch.known(); }
 
 bool RecomputeSpec::has(std::string_view module) const {
   for (const std::string& m : modules)

@@ -31,9 +31,8 @@ inline constexpr OptionNames<RuntimeGatherOption, 3> kRuntimeGatherNames{
 constexpr const auto& option_names(RuntimeGatherOption) { return kRuntimeGatherNames; }
 inline std::string_view to_string(RuntimeGatherOption v) { return option_name(v); }
 
-std::string_view to_string(LaunchMode v);
-std::optional<LaunchMode> parse_launch_mode(std::string_view s);
-std::string known_launch_modes();
+static_assert(kRuntimeGatherNames.complete());
+inline std::string_view to_string(LaunchMode v) { return launch_mode_name(v); }
 
 // `--recompute none | full-uniform | full-block | selective:<m1>[,<m2>...]`.
 // The config keeps the spec as written (so validation can name a bad module);

@@ -99,10 +99,12 @@ RunConfigField text(std::string_view key, std::string RunConfig::*m, std::string
   return f;
 }
 
+// An enum option: its spellings from its one table (option_names, ADL).
 template <typename E>
 RunConfigField choice(std::string_view key, E RunConfig::*m, std::string_view group,
-                      std::string_view help, std::string (*known)(),
-                      std::optional<E> (*parse)(std::string_view)) {
+                      std::string_view help) {
+  constexpr auto known = known_options<E>;
+  constexpr auto parse = parse_option<E>;
   RunConfigField f = make(key, FieldType::choice, group, help);
   f.choices = known;
   f.get = [m](const RunConfig& c) { return nlohmann::json(std::string(to_string(c.*m))); };
@@ -188,8 +190,7 @@ std::vector<RunConfigField> make_fields() {
   f.push_back(flag("sp", &RunConfig::sp, kRuntime, "sequence parallelism (needs --tp > 1)"));
   f.push_back(choice("launch", &RunConfig::launch, kRuntime,
                      "how ranks run: threads (one process), processes (one per rank), env "
-                     "(torchrun/Slurm: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)",
-                     known_launch_modes, parse_launch_mode));
+                     "(torchrun/Slurm: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"));
   f.push_back(named(text("backend", &RunConfig::backend, kRuntime,
                          "the backend that runs the model and its collectives (a registered name; "
                          "reference: LibTorch on CPU)"),
@@ -245,20 +246,16 @@ std::vector<RunConfigField> make_fields() {
                       "loss is compared with the single-rank run's (0 = none)",
                       at_least(0, "must be >= 0")));
   f.push_back(integer("vocab", &RunConfig::vocab, kModel, "vocabulary size", positive));
-  f.push_back(choice("dtype", &RunConfig::dtype, kModel, "fp32, fp64 (exact checks) or bf16",
-                     known_options<ModelDType>, parse_option<ModelDType>));
+  f.push_back(choice("dtype", &RunConfig::dtype, kModel, "fp32, fp64 (exact checks) or bf16"));
   f.push_back(
       flag("fp32-residual", &RunConfig::fp32_residual, kModel, "keep the residual stream in fp32"));
   f.push_back(real("dropout", &RunConfig::dropout, kModel, "dropout probability in [0, 1)",
                    NumericRange{0, false, 1, true, "must be in [0, 1)"}));
-  f.push_back(choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm",
-                     known_options<NormKind>, parse_option<NormKind>));
-  f.push_back(choice("activation", &RunConfig::activation, kModel, "gelu or swiglu",
-                     known_options<ActivationKind>, parse_option<ActivationKind>));
+  f.push_back(choice("norm", &RunConfig::norm, kModel, "layernorm or rmsnorm"));
+  f.push_back(choice("activation", &RunConfig::activation, kModel, "gelu or swiglu"));
   f.push_back(choice("position-embedding", &RunConfig::position_embedding, kModel,
                      "learned (absolute, a parameter) or rope (Megatron's rotary embedding, "
-                     "global positions under CP; --rotary-*)",
-                     known_options<PositionEmbeddingKind>, parse_option<PositionEmbeddingKind>));
+                     "global positions under CP; --rotary-*)"));
   f.push_back(real("rotary-base", &RunConfig::rotary_base, kModel,
                    "rope: the base of the rotary frequencies base^(-2i/d) (Megatron's rotary_base)",
                    above(0, "must be > 0")));
@@ -288,8 +285,7 @@ std::vector<RunConfigField> make_fields() {
                       "full-uniform: layers per checkpointed chunk; full-block: the first N layers",
                       positive));
   f.push_back(choice("graphs", &RunConfig::graphs, kModel,
-                     "none, per-layer or full-iteration (CUDA-graph phases)",
-                     known_options<GraphMode>, parse_option<GraphMode>));
+                     "none, per-layer or full-iteration (CUDA-graph phases)"));
   f.push_back(integer("graph-warmup", &RunConfig::graph_warmup, kModel,
                       "eager warmup runs before graph capture", at_least(0, "must be >= 0")));
   f.push_back(named(text("graph-scope", &RunConfig::graph_scope, kModel,
@@ -304,15 +300,13 @@ std::vector<RunConfigField> make_fields() {
       flag("gather-output", &RunConfig::gather_output, kModel, "gather the logits over TP"));
   f.push_back(choice("runtime-gather-output", &RunConfig::runtime_gather_output, kModel,
                      "the forward's runtime_gather_output: unset, on or off (a value wins over "
-                     "--gather-output)",
-                     known_options<RuntimeGatherOption>, parse_option<RuntimeGatherOption>));
+                     "--gather-output)"));
   f.push_back(real("lr", &RunConfig::lr, kModel,
                    "learning rate of the training step's optimizer (0: no update)",
                    at_least(0, "must be a finite number >= 0")));
   f.push_back(choice("optimizer", &RunConfig::optimizer, kModel,
                      "sgd (p -= lr * grad) or adam (Megatron's Adam: torch.optim.Adam with bias "
-                     "correction, no weight decay; its moments and step are optimizer state)",
-                     known_options<OptimizerKind>, parse_option<OptimizerKind>));
+                     "correction, no weight decay; its moments and step are optimizer state)"));
   f.push_back(real("adam-beta1", &RunConfig::adam_beta1, kModel, "Adam's beta1",
                    NumericRange{0, false, 1, true, "must be in [0, 1)"}));
   f.push_back(real("adam-beta2", &RunConfig::adam_beta2, kModel, "Adam's beta2",
@@ -341,8 +335,7 @@ std::vector<RunConfigField> make_fields() {
                       non_negative));
   f.push_back(integer("moe-topk", &RunConfig::moe_topk, kModel, "experts per token", positive));
   f.push_back(choice("moe-score", &RunConfig::moe_score, kModel,
-                     "router score function: softmax, sigmoid or sqrt-softplus",
-                     known_options<RouterScore>, parse_option<RouterScore>));
+                     "router score function: softmax, sigmoid or sqrt-softplus"));
   f.push_back(integer("moe-ffn-hidden", &RunConfig::moe_ffn_hidden, kModel,
                       "expert MLP hidden size (0 = ffn-hidden)", non_negative));
   f.push_back(
@@ -371,8 +364,7 @@ std::vector<RunConfigField> make_fields() {
                       non_negative));
   f.push_back(choice("moe-force-routing", &RunConfig::moe_force_routing, kModel,
                      "tests: none, random (random routing logits) or biased (every token "
-                     "prefers the first top-k experts); never applied to what is observed",
-                     known_options<ForcedRouting>, parse_option<ForcedRouting>));
+                     "prefers the first top-k experts); never applied to what is observed"));
   f.push_back(real("padding-fraction", &RunConfig::padding_fraction, kModel,
                    "trailing padding tokens per sequence, excluded from router observations, "
                    "the aux loss, the z-loss and the expert load, in [0, 1)",

@@ -5,18 +5,6 @@
 
 namespace parity {
 
-std::string_view launch_mode_name(LaunchMode mode) {
-  switch (mode) {
-    case LaunchMode::threads:
-      return "threads";
-    case LaunchMode::processes:
-      return "processes";
-    case LaunchMode::env:
-      return "env";
-  }
-  return "?";
-}
-
 nlohmann::json launch_spec_to_json(const LaunchSpec& s) {
   return {{"tp", s.tp},
           {"cp", s.cp},

@@ -13,10 +13,17 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "harness/base/option_names.h"
+
 namespace parity {
 
 enum class LaunchMode { threads, processes, env };
-std::string_view launch_mode_name(LaunchMode mode);  // "threads", "processes", "env"
+inline constexpr OptionNames<LaunchMode, 3> kLaunchModeNames{{{LaunchMode::threads, "threads"},
+                                                              {LaunchMode::processes, "processes"},
+                                                              {LaunchMode::env, "env"}}};
+static_assert(kLaunchModeNames.complete());
+constexpr const auto& option_names(LaunchMode) { return kLaunchModeNames; }
+inline std::string_view launch_mode_name(LaunchMode mode) { return option_name(mode); }
 
 // How environment variables are read; tests substitute a map.
 using EnvReader = std::function<std::optional<std::string>(const std::string&)>;
