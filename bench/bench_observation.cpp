@@ -34,14 +34,13 @@ const at::Tensor& tensor() {
 
 enum class Setup { no_scope, scope_without_kind, suspended, scope_with_kind };
 
-void open_scope(Setup setup, std::int64_t& calls,
-                std::optional<TensorObservationCapture>& scope) {
+void open_scope(Setup setup, std::int64_t& calls, std::optional<TensorObservationCapture>& scope) {
   if (setup == Setup::no_scope) return;
   // The observed kind is output_logits; "without kind" installs every other kind.
-  KindSet kinds = setup == Setup::scope_without_kind
-                      ? KindSet::from_bits(KindSet::all().bits() &
-                                           ~KindSet::bit(SourceKind::output_logits))
-                      : KindSet::all();
+  KindSet kinds =
+      setup == Setup::scope_without_kind
+          ? KindSet::from_bits(KindSet::all().bits() & ~KindSet::bit(SourceKind::output_logits))
+          : KindSet::all();
   scope.emplace(
       [&calls](const ObservationOwner&, std::string_view, SourceKind, const at::Tensor& t,
                OptionalDim, OptionalDim, OptionalDim) {

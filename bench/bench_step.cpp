@@ -244,22 +244,28 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--max-world")) max_world = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--global-microbatches")) global_microbatches = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--steps"))
+      steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--max-world"))
+      max_world = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--global-microbatches"))
+      global_microbatches = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--steps N>=2] [--max-world W] [--global-microbatches G]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--steps N>=2] [--max-world W] [--global-microbatches G]\n",
+                   argv[0]);
       return 2;
     }
   }
   if (steps < 2) steps = 2;
   const RunConfig model = base_model();
-  std::printf("model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
-              "fp32; %d steps per run, step 0 dropped; ms = slowest rank's step wall time\n\n",
-              model.layers, model.hidden, model.heads, model.ffn_hidden, model.seq,
-              model.micro_batch, model.vocab, steps);
-  std::printf("| world | scaling | layout | microbatches per rank | global batch (sequences) | "
-              "step ms (median) | step ms (min) | tokens/s | rank-thread CPU ms per step (all ranks) |\n");
+  std::printf(
+      "model: %d layers, hidden %d, heads %d, ffn %d, seq %d, micro-batch %d, vocab %d, "
+      "fp32; %d steps per run, step 0 dropped; ms = slowest rank's step wall time\n\n",
+      model.layers, model.hidden, model.heads, model.ffn_hidden, model.seq, model.micro_batch,
+      model.vocab, steps);
+  std::printf(
+      "| world | scaling | layout | microbatches per rank | global batch (sequences) | "
+      "step ms (median) | step ms (min) | tokens/s | rank-thread CPU ms per step (all ranks) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   struct Case {
     const char* scaling;
@@ -284,8 +290,8 @@ int main(int argc, char** argv) {
       const long long sequences = static_cast<long long>(c.micro_batch) * c.microbatches * c.dp;
       const double tokens_per_s = double(sequences) * c.seq / (m.median_ms * 1e-3);
       std::printf("| %d | %s | tp %d%s x dp %d | %d | %lld | %.1f | %.1f | %.0f | %.1f |\n", world,
-                  k.scaling, c.tp, c.sp ? " sp" : "", c.dp, c.microbatches, sequences,
-                  m.median_ms, m.min_ms, tokens_per_s, m.cpu_ms);
+                  k.scaling, c.tp, c.sp ? " sp" : "", c.dp, c.microbatches, sequences, m.median_ms,
+                  m.min_ms, tokens_per_s, m.cpu_ms);
       std::fflush(stdout);
     }
   }

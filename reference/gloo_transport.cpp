@@ -40,9 +40,12 @@ std::shared_ptr<::gloo::transport::Device> loopback_device() {
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return c10d::ReduceOp(c10d::ReduceOp::SUM);
-    case ReduceOp::max: return c10d::ReduceOp(c10d::ReduceOp::MAX);
-    case ReduceOp::min: return c10d::ReduceOp(c10d::ReduceOp::MIN);
+    case ReduceOp::sum:
+      return c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::max:
+      return c10d::ReduceOp(c10d::ReduceOp::MAX);
+    case ReduceOp::min:
+      return c10d::ReduceOp(c10d::ReduceOp::MIN);
   }
   return c10d::ReduceOp(c10d::ReduceOp::SUM);
 }
@@ -70,8 +73,8 @@ class GlooTransport final : public CollectiveTransport {
     } catch (const std::exception& e) {
       // Connecting the group is part of the rendezvous: a member that never
       // comes shows up here as a store or connect timeout.
-      throw RendezvousError("cannot create Gloo group " + name_ + " (rank " +
-                            std::to_string(rank) + " of " + std::to_string(size) + ", timeout " +
+      throw RendezvousError("cannot create Gloo group " + name_ + " (rank " + std::to_string(rank) +
+                            " of " + std::to_string(size) + ", timeout " +
                             std::to_string(timeout.count()) + " ms): " + c10_error_text(e));
     }
   }
@@ -217,8 +220,8 @@ std::unique_ptr<CollectiveTransport> make_gloo_transport(const Rendezvous& rende
     PARITY_FAIL("gloo transport: rank " + std::to_string(rank_in_group) + " of a group of " +
                 std::to_string(group_size));
   const auto& rs = rendezvous.store();
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
-      rs.group_prefix(group_name, rank_in_group), rs.store);
+  auto prefixed =
+      c10::make_intrusive<c10d::PrefixStore>(rs.group_prefix(group_name, rank_in_group), rs.store);
   return std::make_unique<GlooTransport>(std::move(prefixed), rank_in_group, group_size, timeout,
                                          group_name);
 }

@@ -64,8 +64,10 @@ void pick_layout(RunConfig& c) {
   c.dp = weighted<int>({{4, 1}, {4, 2}, {1, 4}});
   // World <= 16: thread ranks share 2 cores in CI.
   while (c.world_size() > 16) {
-    if (c.dp > 1) c.dp /= 2;
-    else c.cp /= 2;
+    if (c.dp > 1)
+      c.dp /= 2;
+    else
+      c.cp /= 2;
   }
   c.sp = c.tp > 1 && weighted<bool>({{1, false}, {1, true}});
 }
@@ -118,11 +120,11 @@ void pick_model_shape(RunConfig& c) {
   c.norm_epsilon = sometimes(4) ? 1e-6 : 1e-5;
   c.gather_output = c.tp > 1 && sometimes(3);
   // The forward's runtime_gather_output, which wins over gather_output (7.7).
-  c.runtime_gather_output =
-      c.tp > 1 ? weighted<RuntimeGatherOption>({{2, RuntimeGatherOption::unset},
-                                                {1, RuntimeGatherOption::on},
-                                                {1, RuntimeGatherOption::off}})
-               : RuntimeGatherOption::unset;
+  c.runtime_gather_output = c.tp > 1
+                                ? weighted<RuntimeGatherOption>({{2, RuntimeGatherOption::unset},
+                                                                 {1, RuntimeGatherOption::on},
+                                                                 {1, RuntimeGatherOption::off}})
+                                : RuntimeGatherOption::unset;
   c.lr = weighted<double>({{5, 0.1}, {1, 0.0}});
   c.seed = sometimes(4) ? 1 + index_below(100000) : 1234;
 }
@@ -219,9 +221,10 @@ void pick_recompute(RunConfig& c) {
         c.recompute = "selective:" + one_of<std::string>({"core_attn", "mlp", "core_attn,mlp"});
         break;
       }
-      c.recompute = "selective:" + one_of<std::string>({"core_attn", "layernorm", "mlp",
-                                                        "core_attn,layernorm", "core_attn,mlp",
-                                                        "layernorm,mlp", "core_attn,layernorm,mlp"});
+      c.recompute =
+          "selective:" +
+          one_of<std::string>({"core_attn", "layernorm", "mlp", "core_attn,layernorm",
+                               "core_attn,mlp", "layernorm,mlp", "core_attn,layernorm,mlp"});
       // The MoE block's own module (router sites inside a checkpoint).
       if (c.moe_experts >= 2 && sometimes(2))
         c.recompute = sometimes(2) ? "selective:moe" : c.recompute + ",moe";
@@ -232,8 +235,9 @@ void pick_recompute(RunConfig& c) {
 const std::vector<std::string>& scenario_metric_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
-    for (const char* source : {"layer-residual-accumulator", "layer-residual-contribution",
-                               "layer-attention-context", "layer-mlp-output", "global-output-logits"})
+    for (const char* source :
+         {"layer-residual-accumulator", "layer-residual-contribution", "layer-attention-context",
+          "layer-mlp-output", "global-output-logits"})
       for (const char* stat : {"l2", "max", "abs-max", "min", "mean", "rms", "nan-count",
                                "inf-count", "mean-row-l2", "mean-column-l2"})
         out.push_back(std::string(source) + "-" + stat);
@@ -250,13 +254,14 @@ void pick_metrics(RunConfig& c) {
     const char* name;
     std::size_t in;  // included with probability 1/in
   };
-  const Weighted sources[] = {{"layer-residual-contribution", 2}, {"layer-residual-accumulator", 2},
-                              {"global-output-logits", 2},        {"layer-attention-context", 4},
+  const Weighted sources[] = {{"layer-residual-contribution", 2},
+                              {"layer-residual-accumulator", 2},
+                              {"global-output-logits", 2},
+                              {"layer-attention-context", 4},
                               {"layer-mlp-output", 4}};
-  const Weighted stats[] = {{"l2", 2},        {"mean", 2},      {"rms", 2},
-                            {"max", 4},       {"abs-max", 4},   {"min", 4},
-                            {"nan-count", 6}, {"inf-count", 6}, {"mean-row-l2", 4},
-                            {"mean-column-l2", 4}};
+  const Weighted stats[] = {
+      {"l2", 2},  {"mean", 2},      {"rms", 2},       {"max", 4},         {"abs-max", 4},
+      {"min", 4}, {"nan-count", 6}, {"inf-count", 6}, {"mean-row-l2", 4}, {"mean-column-l2", 4}};
   std::vector<std::string> chosen_sources, chosen_stats;
   for (const Weighted& s : sources)
     if (sometimes(s.in)) chosen_sources.push_back(s.name);

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <rapidcheck.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/config/run_config.h"
 
@@ -37,10 +37,10 @@ void pick_model_shape(RunConfig& c);  // heads, hidden, ffn, vocab, seq, layers,
 void pick_moe(RunConfig& c, bool always);
 // graphs, graph-warmup, graph-scope, steps (a replay step when graphed)
 void pick_graphs(RunConfig& c);
-void pick_recompute(RunConfig& c);    // every kind; full recompute never with per-layer graphs
-void pick_metrics(RunConfig& c);      // a non-empty subset, weighted to residual and logit metrics
-void pick_launch(RunConfig& c);       // threads; processes rarely, world <= 2 only
-void pick_evaluation(RunConfig& c);   // eval-every 0 or 1 (drawn last)
+void pick_recompute(RunConfig& c);   // every kind; full recompute never with per-layer graphs
+void pick_metrics(RunConfig& c);     // a non-empty subset, weighted to residual and logit metrics
+void pick_launch(RunConfig& c);      // threads; processes rarely, world <= 2 only
+void pick_evaluation(RunConfig& c);  // eval-every 0 or 1 (drawn last)
 
 // Pipeline stages on a scenario drawn by the pieces above: pp 2 (4 where the
 // world allows), sometimes vpp 2 (microbatches a multiple of pp), an uneven

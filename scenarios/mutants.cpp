@@ -25,7 +25,9 @@ namespace parity::scenarios {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 struct Row {
   std::string fault, expected;  // expected: the table's caught_by
@@ -238,8 +240,8 @@ MutantsOutcome run_mutants(const MutantsOptions& o, std::ostream& out, std::ostr
   }
   out << "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-30s %-8s %-36s %-8s %s\n", "fault", "caught", "by",
-                "seconds", "shrunk scenario");
+  std::snprintf(line, sizeof line, "%-30s %-8s %-36s %-8s %s\n", "fault", "caught", "by", "seconds",
+                "shrunk scenario");
   out << line;
   int missed = 0;
   nlohmann::json report = nlohmann::json::array();
@@ -249,13 +251,17 @@ MutantsOutcome run_mutants(const MutantsOptions& o, std::ostream& out, std::ostr
     std::snprintf(line, sizeof line, "%-30s %-8s %-36s %-8s ", r.fault.c_str(),
                   r.caught ? "yes" : "NO", r.caught ? by.c_str() : "-",
                   secs(r.caught ? r.seconds_to_catch : r.seconds).c_str());
-    out << line << (r.caught ? (r.searched == "scenarios" ? "" : r.searched + ": ") + r.shrunk.dump()
-                             : std::string("-"))
+    out << line
+        << (r.caught ? (r.searched == "scenarios" ? "" : r.searched + ": ") + r.shrunk.dump()
+                     : std::string("-"))
         << "\n";
     if (!r.caught) ++missed;
-    nlohmann::json j = {{"fault", r.fault},      {"expected_by", r.expected},
-                        {"caught", r.caught},     {"by", r.by},
-                        {"reason", r.reason},     {"cases", r.cases},
+    nlohmann::json j = {{"fault", r.fault},
+                        {"expected_by", r.expected},
+                        {"caught", r.caught},
+                        {"by", r.by},
+                        {"reason", r.reason},
+                        {"cases", r.cases},
                         {"rank_failures", r.rank_failures},
                         {"seconds_to_catch", r.seconds_to_catch},
                         {"seconds", r.seconds}};

@@ -80,9 +80,9 @@ const MetricSite kCaseSite{"decoder.layers.0", "residual_accumulator",
 std::vector<std::shared_ptr<const Metric>> metrics_of(const ShardedMetricCase& c) {
   const KindSet kind{SourceKind::residual_accumulator};
   const std::pair<const char*, LogicalStatistic> logical[] = {
-      {"l2", LogicalStatistic::l2},   {"max", LogicalStatistic::max},
+      {"l2", LogicalStatistic::l2},           {"max", LogicalStatistic::max},
       {"abs-max", LogicalStatistic::abs_max}, {"min", LogicalStatistic::min},
-      {"mean", LogicalStatistic::mean}, {"rms", LogicalStatistic::rms}};
+      {"mean", LogicalStatistic::mean},       {"rms", LogicalStatistic::rms}};
   std::vector<std::shared_ptr<const Metric>> out;
   for (const std::string& s : c.statistics) {
     for (const auto& [name, statistic] : logical)
@@ -90,7 +90,8 @@ std::vector<std::shared_ptr<const Metric>> metrics_of(const ShardedMetricCase& c
     if (s == "mean-row-l2")
       out.push_back(make_dimwise_metric(DimwiseStatistic::mean_row_l2, s, kind, LabelScope::layer));
     if (s == "mean-column-l2")
-      out.push_back(make_dimwise_metric(DimwiseStatistic::mean_column_l2, s, kind, LabelScope::layer));
+      out.push_back(
+          make_dimwise_metric(DimwiseStatistic::mean_column_l2, s, kind, LabelScope::layer));
     if (s == kSampledMedian && runs(c, s))
       out.push_back(make_sampled_median_metric(s, kind, LabelScope::layer, kSampledMedianSeed,
                                                kSampledMedianCaseFactor));
@@ -161,8 +162,9 @@ nlohmann::json run_case_rank(RankContext& ctx) {
   if (c.dp > 1) mine = hold(mine, c.dp_axis, 1, co.dp);
   const std::int64_t local_batch = mine.size(1);
   const std::vector<std::int64_t> microbatches =
-      c.microbatches == 1 ? std::vector<std::int64_t>{local_batch}
-                          : std::vector<std::int64_t>{local_batch - local_batch / 2, local_batch / 2};
+      c.microbatches == 1
+          ? std::vector<std::int64_t>{local_batch}
+          : std::vector<std::int64_t>{local_batch - local_batch / 2, local_batch / 2};
   AxisPlacements placements;
   if (c.tp > 1) placements.at(Axis::tp) = placement_of(c.tp_axis, c.tp_dim);
   if (c.cp > 1) placements.at(Axis::cp) = placement_of(c.cp_axis, 0);
@@ -336,8 +338,8 @@ ShardedMetricOutcome check_sharded_metric_case(const ShardedMetricCase& c) {
       }
       const double v = got[key].get<double>();
       if (!close(v, value))
-        out.mismatches.push_back("rank " + std::to_string(rank) + ": " + key + " = " +
-                                 num(v) + ", the full tensor gives " + num(value));
+        out.mismatches.push_back("rank " + std::to_string(rank) + ": " + key + " = " + num(v) +
+                                 ", the full tensor gives " + num(value));
     }
   }
   return out;

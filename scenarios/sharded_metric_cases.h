@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <rapidcheck.h>
+#include <nlohmann/json.hpp>
 
 #include "harness/parallel/topology.h"
 

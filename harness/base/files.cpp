@@ -129,7 +129,8 @@ void create_directories(const std::string& path) {
     if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
       throw std::runtime_error(system_error("cannot create directory", prefix));
   }
-  if (!is_directory(path)) throw std::runtime_error("cannot create directory " + path + ": not a directory");
+  if (!is_directory(path))
+    throw std::runtime_error("cannot create directory " + path + ": not a directory");
 }
 
 std::optional<std::vector<std::string>> list_directory(const std::string& path) {
@@ -165,7 +166,8 @@ bool remove_tree(const std::string& path) noexcept {
 
 TempDir::TempDir(std::string_view prefix) {
   const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base && *base ? base : "/tmp") + "/" + std::string(prefix) + "-XXXXXX";
+  std::string templ =
+      std::string(base && *base ? base : "/tmp") + "/" + std::string(prefix) + "-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr)

@@ -375,12 +375,16 @@ CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std
   CheckReport& report = outcome.report;
   int passed = 0, failed = 0, skipped = 0;
   for (const PropertyResult& p : report.properties) {
-    if (p.status == Status::fail) ++failed;
-    else if (p.status == Status::pass) ++passed;
-    else ++skipped;
+    if (p.status == Status::fail)
+      ++failed;
+    else if (p.status == Status::pass)
+      ++passed;
+    else
+      ++skipped;
   }
   CheckVerdict verdict = outcome.verdict;
-  out << "\n" << format_property_table(report.properties) << "\n"
+  out << "\n"
+      << format_property_table(report.properties) << "\n"
       << format_metric_table(report.metrics);
   ExpectationCheck expectations;
   if (!expect.empty()) {
@@ -419,8 +423,7 @@ CheckVerdict run_check(const RunConfig& scenario, const std::string& source, std
   out << "\ncheck " << (verdict == CheckVerdict::passed ? "passed" : "FAILED") << ": "
       << (verdict == CheckVerdict::bad_report ? "--report could not be written; " : "") << passed
       << " pass, " << failed << " fail, " << skipped << " skip";
-  if (!expect.empty())
-    out << "; expectations " << (expectations.ok ? "met" : "NOT met");
+  if (!expect.empty()) out << "; expectations " << (expectations.ok ? "met" : "NOT met");
   out << "; " << secs(report.wall_seconds) << " s" << std::endl;
   for (const PropertyResult& p : report.properties) {
     const auto it = expect.find(p.name);

@@ -64,11 +64,13 @@ std::string format_property_table(const std::vector<PropertyResult>& properties)
   out += line;
   for (const PropertyResult& p : properties) {
     std::snprintf(line, sizeof line, "%-21s %-6s %-22s %-10s %-10s %-40s %s\n", p.name.c_str(),
-                  std::string(to_string(p.status)).c_str(), p.compared.c_str(), num(p.max_abs).c_str(),
-                  num(p.max_rel).c_str(), p.worst_site.empty() ? "-" : p.worst_site.c_str(),
+                  std::string(to_string(p.status)).c_str(), p.compared.c_str(),
+                  num(p.max_abs).c_str(), num(p.max_rel).c_str(),
+                  p.worst_site.empty() ? "-" : p.worst_site.c_str(),
                   p.worst_label.empty() ? "-" : p.worst_label.c_str());
     out += line;
-    if (!p.reason.empty()) out += "    " + std::string(p.status == Status::fail ? "FAIL: " : "") + p.reason + "\n";
+    if (!p.reason.empty())
+      out += "    " + std::string(p.status == Status::fail ? "FAIL: " : "") + p.reason + "\n";
     if (p.status == Status::skip && !p.hint.empty())
       out += "    to make it compare: " + p.hint + "\n";
   }
@@ -129,8 +131,10 @@ nlohmann::ordered_json report_json(const CheckReport& r) {
     o["hint"] = p.hint.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.hint);
     o["max_abs"] = number_or_null(p.max_abs);
     o["max_rel"] = number_or_null(p.max_rel);
-    o["worst_site"] = p.worst_site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.worst_site);
-    o["worst_label"] = p.worst_label.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.worst_label);
+    o["worst_site"] = p.worst_site.empty() ? nlohmann::ordered_json(nullptr)
+                                           : nlohmann::ordered_json(p.worst_site);
+    o["worst_label"] = p.worst_label.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(p.worst_label);
     o["note"] = p.note;
     props.push_back(o);
   }

@@ -76,8 +76,8 @@ RankRun rank_run_from(const nlohmann::json& r) {
                                     m.at("recv_hash").get<std::string>()});
   if (r.contains("collectives"))
     for (const auto& [axis, g] : r["collectives"].items())
-      out.collectives[axis] = {g.at("ranks").get<std::vector<int>>(), g.at("calls").get<std::int64_t>(),
-                               g.at("hash").get<std::string>()};
+      out.collectives[axis] = {g.at("ranks").get<std::vector<int>>(),
+                               g.at("calls").get<std::int64_t>(), g.at("hash").get<std::string>()};
   return out;
 }
 

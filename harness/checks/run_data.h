@@ -28,7 +28,7 @@ struct Observation {
   std::string site;
   std::string kind;
   std::string digest;
-  bool grad_mode = false;  // at::GradMode at the notification
+  bool grad_mode = false;            // at::GradMode at the notification
   bool requires_grad = false;        // the observed tensor's flag
   bool aliases_accumulator = false;  // shares storage with the accumulator observed just before
   // The trace summary (fp64 accumulation): what backend_parity compares across
@@ -54,7 +54,7 @@ struct StepData {
   // Parameter -> digest of its value after the update, for the parameters two
   // pipeline stages hold ("shared_values": the word embeddings' copies).
   std::map<std::string, std::string> shared_values;
-  std::map<MetricKey, double> metrics;       // NaN where the result was NaN (JSON null)
+  std::map<MetricKey, double> metrics;  // NaN where the result was NaN (JSON null)
 };
 
 struct GroupCalls {

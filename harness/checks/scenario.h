@@ -33,7 +33,7 @@ class ScenarioError : public std::runtime_error {
 // reproduce string) and `"expect"` (property name -> "PASS" | "FAIL" | "SKIP":
 // the outcome the file promises; parity check fails when it is not met).
 struct ScenarioMeta {
-  nlohmann::json about;                        // null when absent
+  nlohmann::json about;                       // null when absent
   std::map<std::string, std::string> expect;  // "exactly_once" -> "PASS"
 };
 

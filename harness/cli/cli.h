@@ -39,7 +39,7 @@ struct ListOptions {
 };
 
 struct ParsedCommand {
-  std::string command;              // "check", "run", ... ("" for --help alone)
+  std::string command;  // "check", "run", ... ("" for --help alone)
   RunConfig config;
   std::vector<std::string> errors;  // one line each: CLI11 errors or violations
   bool help_shown = false;          // --help was printed (exit 0)
@@ -54,9 +54,9 @@ struct ParsedCommand {
   // parsing (a bad file is bad input); the path is empty without the flag.
   std::string baseline_path;
   nlohmann::json baseline_report;
-  MutantsOptions mutants;  // mutants: its options
-  DiffOptions diff;        // diff: its options
-  ListOptions list;        // list: what to list
+  MutantsOptions mutants;     // mutants: its options
+  DiffOptions diff;           // diff: its options
+  ListOptions list;           // list: what to list
   sweep::SweepOptions sweep;  // sweep: its options (harness/sweep/sweep_options.h)
 };
 

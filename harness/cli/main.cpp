@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
     return parity::run_rank_worker(argc - 2, argv + 2);
   if (argc > 1 && std::strcmp(argv[1], "__agent-store") == 0) return parity::serve_agent_store();
   bool must_exit_now = false;
-  const int code = parity::cli::run_command_line(argc, argv, std::cout, std::cerr, {}, &must_exit_now);
+  const int code =
+      parity::cli::run_command_line(argc, argv, std::cout, std::cerr, {}, &must_exit_now);
   if (must_exit_now) {
     std::cout.flush();
     std::cerr.flush();

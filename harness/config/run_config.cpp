@@ -89,9 +89,12 @@ bool operator==(const RunConfig& a, const RunConfig& b) {
 namespace {
 std::string cli_flag(const ConfigViolation& v) {
   switch (v.kind) {
-    case ConfigViolation::Kind::flag: return "--" + v.field;
-    case ConfigViolation::Kind::env: return v.value.empty() ? v.field : v.field + "=" + v.value;
-    default: return "--" + v.field + " " + v.value;
+    case ConfigViolation::Kind::flag:
+      return "--" + v.field;
+    case ConfigViolation::Kind::env:
+      return v.value.empty() ? v.field : v.field + "=" + v.value;
+    default:
+      return "--" + v.field + " " + v.value;
   }
 }
 }  // namespace
@@ -138,7 +141,8 @@ const std::vector<std::string>& run_config_keys() {
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw ConfigParseError("expected a JSON object of run options, got " + j.dump());
+  if (!j.is_object())
+    throw ConfigParseError("expected a JSON object of run options, got " + j.dump());
   RunConfig c;
   for (const auto& [key, v] : j.items()) {
     const RunConfigField* f = find_run_config_field(key);

@@ -63,15 +63,15 @@ struct RunConfig {
   int pp_last_layers = 0;   // on the last stage; 0 = Megatron's None
   bool pp_account_embedding = false;
   bool pp_account_loss = false;
-  std::string pp_layout;                   // Megatron's pipeline_model_parallel_layout; "" = none
-  bool sp = false;                         // sequence parallelism (needs tp > 1)
+  std::string pp_layout;  // Megatron's pipeline_model_parallel_layout; "" = none
+  bool sp = false;        // sequence parallelism (needs tp > 1)
   LaunchMode launch = LaunchMode::threads;
   std::string backend = "reference";  // a registered backend (harness/backend/registry.h)
   std::uint64_t seed = 1234;
-  double timeout = 60.0;                   // seconds: no-progress limit and Gloo timeout
-  std::string report;                      // JSON report path; "" = none
-  std::vector<std::string> inject;         // fault specs, e.g. "crash-rank=1"
-  bool check_collectives = false;          // collective fingerprints
+  double timeout = 60.0;            // seconds: no-progress limit and Gloo timeout
+  std::string report;               // JSON report path; "" = none
+  std::vector<std::string> inject;  // fault specs, e.g. "crash-rank=1"
+  bool check_collectives = false;   // collective fingerprints
 
   // --- model; small defaults so a default run is quick
   int hidden = 64;
@@ -86,7 +86,7 @@ struct RunConfig {
   // sequence (Megatron's THD batches); "" = one document per sequence.
   std::string packed_seq_lengths;
   int micro_batch = 2;
-  int microbatches = 2;                    // per DP rank (see docs/cli.md)
+  int microbatches = 2;  // per DP rank (see docs/cli.md)
   int steps = 2;
   int eval_every = 0;  // an evaluation forward after every N-th step (0 = none)
   int vocab = 128;
@@ -96,21 +96,22 @@ struct RunConfig {
   NormKind norm = NormKind::layer_norm;
   ActivationKind activation = ActivationKind::gelu;
   PositionEmbeddingKind position_embedding = PositionEmbeddingKind::learned;
-  double rotary_base = 10000.0;            // rope: Megatron's rotary_base
-  double rotary_percent = 1.0;             // rope: the share of each head's channels rotated
-  bool rotary_interleaved = false;         // rope: pairs (2i, 2i+1) instead of (i, i + d/2)
-  double norm_epsilon = 1e-5;              // every norm's epsilon (Megatron's layernorm_epsilon)
-  bool untie = true;                       // false: output layer shares the word embeddings
-  bool bias_linear = true;                 // biases on QKV, proj, fc1, fc2
-  std::string recompute = "none";          // see RecomputeSpec
-  int recompute_layers = 1;                // full-uniform: layers per chunk; full-block: first N
+  double rotary_base = 10000.0;     // rope: Megatron's rotary_base
+  double rotary_percent = 1.0;      // rope: the share of each head's channels rotated
+  bool rotary_interleaved = false;  // rope: pairs (2i, 2i+1) instead of (i, i + d/2)
+  double norm_epsilon = 1e-5;       // every norm's epsilon (Megatron's layernorm_epsilon)
+  bool untie = true;                // false: output layer shares the word embeddings
+  bool bias_linear = true;          // biases on QKV, proj, fc1, fc2
+  std::string recompute = "none";   // see RecomputeSpec
+  int recompute_layers = 1;         // full-uniform: layers per chunk; full-block: first N
   GraphMode graphs = GraphMode::none;
   int graph_warmup = 1;
   std::string
-      graph_scope;  // per-layer graphs: captured modules (parse_graph_scope; "" = whole layer)
-  std::string trace;                       // JSONL trace path; "" = none
-  bool gather_output = false;              // output layer gathers logits over TP
-  RuntimeGatherOption runtime_gather_output = RuntimeGatherOption::unset;  // wins over gather_output
+      graph_scope;    // per-layer graphs: captured modules (parse_graph_scope; "" = whole layer)
+  std::string trace;  // JSONL trace path; "" = none
+  bool gather_output = false;  // output layer gathers logits over TP
+  RuntimeGatherOption runtime_gather_output =
+      RuntimeGatherOption::unset;      // wins over gather_output
   double lr = 0.1;                     // learning rate of the step driver (0: no update)
   bool distributed_optimizer = false;  // the update split flat over DP (FlatShard)
   // The optimizer (harness/model/optimizer.h): SGD, or Adam with bias correction.
@@ -163,9 +164,7 @@ struct RunConfig {
   // Parsed recompute spec; call only on a validated config (throws otherwise).
   RecomputeSpec recompute_spec() const;
   // Global batch per step: micro_batch * microbatches * dp sequences.
-  long long global_batch() const {
-    return static_cast<long long>(micro_batch) * microbatches * dp;
-  }
+  long long global_batch() const { return static_cast<long long>(micro_batch) * microbatches * dp; }
 };
 
 bool operator==(const RunConfig& a, const RunConfig& b);

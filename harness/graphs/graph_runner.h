@@ -44,9 +44,9 @@ struct GraphRegion {
   bool clone_outputs = false;               // the last layer hands out clones (Megatron)
   std::vector<at::Tensor> recorded_inputs;  // detached clones from the record step
   std::vector<bool> input_requires_grad;
-  std::vector<at::Tensor> static_inputs;    // backend-owned, written by every replay
-  std::vector<at::Tensor> static_outputs;   // backend-owned, written by every replay
-  KindSet frozen_kinds;                     // is_observing answers at capture
+  std::vector<at::Tensor> static_inputs;   // backend-owned, written by every replay
+  std::vector<at::Tensor> static_outputs;  // backend-owned, written by every replay
+  KindSet frozen_kinds;                    // is_observing answers at capture
   std::int64_t warmups = 0;
   std::int64_t replays = 0;
   bool captured = false;

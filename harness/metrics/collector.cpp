@@ -27,9 +27,11 @@ bool counts_for_step(const ExecutionPoint& point) {
   switch (point.phase) {
     case GraphPhase::eager:
     case GraphPhase::record:
-    case GraphPhase::replay: return true;
+    case GraphPhase::replay:
+      return true;
     case GraphPhase::warmup:
-    case GraphPhase::capture: return false;
+    case GraphPhase::capture:
+      return false;
   }
   return false;
 }
@@ -78,8 +80,8 @@ TensorObservationCallback MetricCollector::callback() {
   };
 }
 
-void MetricCollector::observe(const ObservationOwner& owner, std::string_view name,
-                              SourceKind kind, const at::Tensor& tensor, OptionalDim tp_shard_dim,
+void MetricCollector::observe(const ObservationOwner& owner, std::string_view name, SourceKind kind,
+                              const at::Tensor& tensor, OptionalDim tp_shard_dim,
                               OptionalDim sequence_dim, OptionalDim batch_dim,
                               const ExecutionPoint& point) {
   if (!counts_for_step(point)) {

@@ -104,7 +104,6 @@ class MetricCollector {
   std::int64_t ignored() const { return ignored_; }  // warmup/capture/outside a step
   std::optional<std::int64_t> step() const { return step_; }
 
-
  private:
   struct SiteValues {
     MetricSite site;

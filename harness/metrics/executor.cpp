@@ -45,10 +45,16 @@ struct BatchKey {
 };
 
 BatchKey key_of(const CollectiveRequest& r) {
-  BatchKey k{r.axis, r.kind, ReduceOp::sum, 0, r.value.scalar_type(),
+  BatchKey k{r.axis,
+             r.kind,
+             ReduceOp::sum,
+             0,
+             r.value.scalar_type(),
              std::vector<std::int64_t>(r.value.sizes().begin(), r.value.sizes().end())};
-  if (r.kind == CollectiveKind::all_reduce) k.op = r.op;
-  else k.dim = r.dim < 0 ? r.dim + r.value.dim() : r.dim;
+  if (r.kind == CollectiveKind::all_reduce)
+    k.op = r.op;
+  else
+    k.dim = r.dim < 0 ? r.dim + r.value.dim() : r.dim;
   return k;
 }
 
@@ -100,7 +106,8 @@ std::vector<MetricResult> MetricExecutor::run(std::vector<MetricProgram> program
       const std::vector<Slot>& slots = batches.at(key);
       std::vector<at::Tensor> values;
       values.reserve(slots.size());
-      for (const Slot& s : slots) values.push_back(programs[s.program].step.requests[s.index].value);
+      for (const Slot& s : slots)
+        values.push_back(programs[s.program].step.requests[s.index].value);
       Communicator& comm = group_(key.axis);
       ++stats_.collectives;
       std::vector<at::Tensor> out;

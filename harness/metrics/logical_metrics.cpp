@@ -41,8 +41,10 @@ class LogicalReductionMetric final : public Metric {
         x.scalar_type() == dtype &&
         (statistic_ == LogicalStatistic::max || statistic_ == LogicalStatistic::min)) {
       const at::Tensor flat = x.reshape({-1});
-      p.value = flat.narrow(0, (statistic_ == LogicalStatistic::max ? flat.argmax() : flat.argmin())
-                                   .item<std::int64_t>(), 1);
+      p.value = flat.narrow(0,
+                            (statistic_ == LogicalStatistic::max ? flat.argmax() : flat.argmin())
+                                .item<std::int64_t>(),
+                            1);
     }
     return p;
   }
@@ -72,19 +74,23 @@ class LogicalReductionMetric final : public Metric {
     if (sqrt_first)
       for (at::Tensor& c : contributions) c = with_first(c, c[0].sqrt());
     if (width() == 2) apply_population_faults(contributions, masks);
-    return reduce_grouped(std::move(contributions), masks, op(), [this, sqrt_first](at::Tensor total) {
-      if (sqrt_first) total = with_first(total, total[0] * total[0]);
-      return MetricStep::finished(finalize(total));
-    });
+    return reduce_grouped(std::move(contributions), masks, op(),
+                          [this, sqrt_first](at::Tensor total) {
+                            if (sqrt_first) total = with_first(total, total[0] * total[0]);
+                            return MetricStep::finished(finalize(total));
+                          });
   }
 
  private:
   ReduceOp op() const {
     switch (statistic_) {
       case LogicalStatistic::max:
-      case LogicalStatistic::abs_max: return ReduceOp::max;
-      case LogicalStatistic::min: return ReduceOp::min;
-      default: return ReduceOp::sum;
+      case LogicalStatistic::abs_max:
+        return ReduceOp::max;
+      case LogicalStatistic::min:
+        return ReduceOp::min;
+      default:
+        return ReduceOp::sum;
     }
   }
   std::int64_t width() const {
@@ -102,14 +108,22 @@ class LogicalReductionMetric final : public Metric {
   at::Tensor contribution(const at::Tensor& x) const {
     const at::Tensor count = at::full({}, static_cast<double>(x.numel()), x.options());
     switch (statistic_) {
-      case LogicalStatistic::l2: return (x * x).sum().reshape({1});
-      case LogicalStatistic::max: return x.max().reshape({1});
-      case LogicalStatistic::abs_max: return x.abs().max().reshape({1});
-      case LogicalStatistic::min: return x.min().reshape({1});
-      case LogicalStatistic::mean: return at::stack({x.sum(), count});
-      case LogicalStatistic::rms: return at::stack({(x * x).sum(), count});
-      case LogicalStatistic::nan_count: return x.isnan().sum().to(at::kDouble).reshape({1});
-      case LogicalStatistic::inf_count: return x.isinf().sum().to(at::kDouble).reshape({1});
+      case LogicalStatistic::l2:
+        return (x * x).sum().reshape({1});
+      case LogicalStatistic::max:
+        return x.max().reshape({1});
+      case LogicalStatistic::abs_max:
+        return x.abs().max().reshape({1});
+      case LogicalStatistic::min:
+        return x.min().reshape({1});
+      case LogicalStatistic::mean:
+        return at::stack({x.sum(), count});
+      case LogicalStatistic::rms:
+        return at::stack({(x * x).sum(), count});
+      case LogicalStatistic::nan_count:
+        return x.isnan().sum().to(at::kDouble).reshape({1});
+      case LogicalStatistic::inf_count:
+        return x.isinf().sum().to(at::kDouble).reshape({1});
     }
     PARITY_FAIL("unknown statistic");
   }
@@ -147,10 +161,14 @@ class LogicalReductionMetric final : public Metric {
   }
   at::Tensor finalize(const at::Tensor& t) const {
     switch (statistic_) {
-      case LogicalStatistic::l2: return t[0].sqrt();
-      case LogicalStatistic::mean: return t[0] / t[1];
-      case LogicalStatistic::rms: return (t[0] / t[1]).sqrt();
-      default: return t[0];
+      case LogicalStatistic::l2:
+        return t[0].sqrt();
+      case LogicalStatistic::mean:
+        return t[0] / t[1];
+      case LogicalStatistic::rms:
+        return (t[0] / t[1]).sqrt();
+      default:
+        return t[0];
     }
   }
 

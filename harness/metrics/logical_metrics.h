@@ -20,7 +20,16 @@
 
 namespace parity {
 
-enum class LogicalStatistic : std::int8_t { l2, max, abs_max, min, mean, rms, nan_count, inf_count };
+enum class LogicalStatistic : std::int8_t {
+  l2,
+  max,
+  abs_max,
+  min,
+  mean,
+  rms,
+  nan_count,
+  inf_count
+};
 
 std::unique_ptr<Metric> make_logical_metric(LogicalStatistic statistic, std::string name,
                                             KindSet kinds, LabelScope scope);

@@ -89,8 +89,7 @@ void AxisPlacements::validate() const {
 AxisPlacements placements_for_forward_observation(std::optional<std::int64_t> tp_shard_dim,
                                                   std::optional<std::int64_t> sequence_dim,
                                                   std::optional<std::int64_t> batch_dim,
-                                                  std::int64_t tensor_dim, int tp, int cp,
-                                                  int dp) {
+                                                  std::int64_t tensor_dim, int tp, int cp, int dp) {
   auto normalized = [&](std::optional<std::int64_t> d, const char* what) -> Shard {
     if (!d) return Shard{std::nullopt};
     return Shard{normalize_dim(*d, tensor_dim, what)};

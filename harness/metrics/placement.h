@@ -69,8 +69,7 @@ struct AxisPlacements {
 AxisPlacements placements_for_forward_observation(std::optional<std::int64_t> tp_shard_dim,
                                                   std::optional<std::int64_t> sequence_dim,
                                                   std::optional<std::int64_t> batch_dim,
-                                                  std::int64_t tensor_dim, int tp, int cp,
-                                                  int dp);
+                                                  std::int64_t tensor_dim, int tp, int cp, int dp);
 
 // True when some axis is Owned by a rank other than this rank's coordinate on
 // that axis: this rank holds a placeholder, not the value.

@@ -73,16 +73,18 @@ at::Tensor combine(const std::vector<at::Tensor>& values, ReduceOp op) {
   if (values.size() == 1) return values[0];
   const at::Tensor stacked = at::stack(values);
   switch (op) {
-    case ReduceOp::sum: return stacked.sum(0);
-    case ReduceOp::max: return stacked.amax(0);
-    case ReduceOp::min: return stacked.amin(0);
+    case ReduceOp::sum:
+      return stacked.sum(0);
+    case ReduceOp::max:
+      return stacked.amax(0);
+    case ReduceOp::min:
+      return stacked.amin(0);
   }
   PARITY_FAIL("combine: unknown reduce op");
 }
 
 MetricStep reduce_over_axes(std::vector<at::Tensor> values, std::vector<AxisMask> masks,
-                            ReduceOp op,
-                            std::function<MetricStep(std::vector<at::Tensor>)> then,
+                            ReduceOp op, std::function<MetricStep(std::vector<at::Tensor>)> then,
                             std::size_t first_axis) {
   for (std::size_t a = first_axis; a < kModelAxes.size(); ++a) {
     std::vector<std::size_t> which;
@@ -98,8 +100,7 @@ MetricStep reduce_over_axes(std::vector<at::Tensor> values, std::vector<AxisMask
         [values = std::move(values), masks = std::move(masks), op, then = std::move(then), a,
          which](std::vector<at::Tensor> done) mutable {
           for (std::size_t k = 0; k < which.size(); ++k) values[which[k]] = std::move(done[k]);
-          return reduce_over_axes(std::move(values), std::move(masks), op, std::move(then),
-                                  a + 1);
+          return reduce_over_axes(std::move(values), std::move(masks), op, std::move(then), a + 1);
         });
   }
   return then(std::move(values));
@@ -122,4 +123,3 @@ MetricStep reduce_grouped(std::vector<at::Tensor> values, const std::vector<Axis
 }
 
 }  // namespace parity
-

@@ -26,8 +26,7 @@ at::Tensor combine(const std::vector<at::Tensor>& values, ReduceOp op);
 // the order tp, cp, dp (an axis with no value to reduce costs no round), then
 // returns then(reduced values). A reduced axis is Replica afterwards.
 MetricStep reduce_over_axes(std::vector<at::Tensor> values, std::vector<AxisMask> masks,
-                            ReduceOp op,
-                            std::function<MetricStep(std::vector<at::Tensor>)> then,
+                            ReduceOp op, std::function<MetricStep(std::vector<at::Tensor>)> then,
                             std::size_t first_axis = 0);
 
 // Mean-type (sum, count) pairs just before their cross-rank reduction, the one

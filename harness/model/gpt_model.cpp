@@ -221,7 +221,8 @@ at::Tensor GPTModel::forward_chunk(int chunk, const at::Tensor& input, const at:
     return h;
   }
   h = final_layernorm_->forward(rt, h);
-  const bool gathered = resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
+  const bool gathered =
+      resolve_gather_output(output_layer_->gather_output(), runtime_gather_output);
   // Megatron computes the MTP loss in training only (evaluation logs the LM loss).
   if (mtp != nullptr && !mtp_layers_.empty() && rt.training)
     h = multi_token_prediction(h, *mtp, positions, runtime_gather_output);
@@ -489,8 +490,8 @@ at::Tensor context_parallel_positions(std::int64_t seq, int cp, int cp_rank) {
   if (cp == 1) return at::arange(seq, at::kLong);
   const std::int64_t chunk = seq / (2 * std::int64_t{cp});
   const std::int64_t first = cp_rank * chunk, second = (2 * cp - 1 - cp_rank) * chunk;
-  return at::cat({at::arange(first, first + chunk, at::kLong),
-                  at::arange(second, second + chunk, at::kLong)});
+  return at::cat(
+      {at::arange(first, first + chunk, at::kLong), at::arange(second, second + chunk, at::kLong)});
 }
 
 at::Tensor GPTModel::local_positions() const {

@@ -23,9 +23,9 @@
 namespace parity {
 
 struct Parameter {
-  std::string name;        // canonical, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
-  at::Tensor value;        // this rank's shard (a leaf that requires grad)
-  ShardSpec shard;         // how the full tensor is split over TP (an expert's: over ETP)
+  std::string name;  // canonical, e.g. "decoder.layers.0.mlp.linear_fc1.weight"
+  at::Tensor value;  // this rank's shard (a leaf that requires grad)
+  ShardSpec shard;   // how the full tensor is split over TP (an expert's: over ETP)
   // True when each TP rank sees only part of the sequence in the forward (norm
   // weights and row-parallel biases under SP) or only its own heads (the q/k
   // norms), so its gradient is a partial sum that finalize_grads all-reduces over TP.

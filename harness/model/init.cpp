@@ -44,8 +44,8 @@ at::Tensor unshard(const std::vector<at::Tensor>& shards, const ShardSpec& spec)
   return at::cat(blocks, spec.dim).contiguous();
 }
 
-MicrobatchData microbatch_data(std::uint64_t seed, std::int64_t global_microbatch,
-                               std::int64_t seq, std::int64_t micro_batch, std::int64_t vocab) {
+MicrobatchData microbatch_data(std::uint64_t seed, std::int64_t global_microbatch, std::int64_t seq,
+                               std::int64_t micro_batch, std::int64_t vocab) {
   at::Generator gen =
       seeded(seed_for(seed, "data.tokens", static_cast<std::uint64_t>(global_microbatch)));
   // seq + 1 tokens per sequence: inputs are [0, seq), labels are [1, seq].

@@ -16,9 +16,9 @@
 namespace parity {
 
 enum class InitKind : std::int8_t {
-  normal,          // N(0, std^2)
-  ones_plus_noise, // 1 + N(0, std^2): norm weights (Megatron uses ones; parity
-                   // perturbs them so a mis-sliced or mis-wired weight shows)
+  normal,           // N(0, std^2)
+  ones_plus_noise,  // 1 + N(0, std^2): norm weights (Megatron uses ones; parity
+                    // perturbs them so a mis-sliced or mis-wired weight shows)
 };
 
 // How a parameter is split over TP. `dim` < 0: replicated. Otherwise the full
@@ -47,7 +47,7 @@ struct MicrobatchData {
   at::Tensor tokens;
   at::Tensor labels;
 };
-MicrobatchData microbatch_data(std::uint64_t seed, std::int64_t global_microbatch,
-                               std::int64_t seq, std::int64_t micro_batch, std::int64_t vocab);
+MicrobatchData microbatch_data(std::uint64_t seed, std::int64_t global_microbatch, std::int64_t seq,
+                               std::int64_t micro_batch, std::int64_t vocab);
 
 }  // namespace parity

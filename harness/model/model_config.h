@@ -109,12 +109,12 @@ struct ModelConfig {
   bool qk_layernorm = false;
   std::int64_t ffn_hidden = 256;  // per activation half for swiglu (fc1 is 2*ffn wide)
   std::int64_t layers = 2;
-  std::int64_t seq = 16;          // global sequence length
+  std::int64_t seq = 16;  // global sequence length
   std::int64_t micro_batch = 2;
   std::int64_t vocab = 128;
   ModelDType dtype = ModelDType::fp32;
   bool fp32_residual = false;
-  double dropout = 0.0;           // hidden dropout (embedding and both bias-dropout-adds)
+  double dropout = 0.0;  // hidden dropout (embedding and both bias-dropout-adds)
   NormKind norm = NormKind::layer_norm;
   ActivationKind activation = ActivationKind::gelu;
   PositionEmbeddingKind position_embedding = PositionEmbeddingKind::learned;
@@ -129,7 +129,7 @@ struct ModelConfig {
   bool bias_linear = true;  // biases on QKV, proj, fc1, fc2 (Megatron's add_bias_linear)
   std::uint64_t seed = 1234;
   bool sequence_parallel = false;
-  bool gather_output = false;     // the output layer's constructor flag
+  bool gather_output = false;  // the output layer's constructor flag
   // What the training loop passes as forward(runtime_gather_output); wins.
   std::optional<bool> runtime_gather_output;
   double norm_eps = 1e-5;
@@ -140,9 +140,9 @@ struct ModelConfig {
   std::int64_t recompute_layers = 1;   // N for full_uniform / full_block
   // Graph phases (harness/graphs/, docs/graph-phases.md).
   GraphMode graphs = GraphMode::none;
-  std::int64_t graph_warmup = 1;       // K: per-layer warmup runs / eager iterations before capture
-  GraphScope graph_scope;              // per-layer: the captured stages (empty = whole layer)
-  MoeConfig moe;                       // MoE layers (off by default)
+  std::int64_t graph_warmup = 1;  // K: per-layer warmup runs / eager iterations before capture
+  GraphScope graph_scope;         // per-layer: the captured stages (empty = whole layer)
+  MoeConfig moe;                  // MoE layers (off by default)
   // Multi-token prediction (docs/model.md "Multi-token prediction"): depths
   // after the decoder, depth k predicting the token k+1 positions ahead
   // (Megatron's mtp_num_layers); with mtp_repeated_layer every depth runs one

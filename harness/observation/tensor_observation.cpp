@@ -125,9 +125,8 @@ void observe_layer_residuals(const ObservationOwner& layer, const at::Tensor& ac
       contribution = output.detach() - accumulator.detach();
     }
     if (fault_active(fault_contribution_with_autograd)) contribution = output - accumulator;
-    detail::notify_observer_slow(layer, "residual_contribution",
-                                 SourceKind::residual_contribution, contribution, tp_shard_dim,
-                                 kSequenceDim, kBatchDim);
+    detail::notify_observer_slow(layer, "residual_contribution", SourceKind::residual_contribution,
+                                 contribution, tp_shard_dim, kSequenceDim, kBatchDim);
   }
 }
 

@@ -43,10 +43,9 @@ using OptionalDim = std::optional<std::int64_t>;
 // The seven positional fields, in Megatron's order: owner, local name, source
 // kind, tensor (the very object the site holds: may require grad, may be a view,
 // may be a static graph buffer), tp_shard_dim, sequence_dim, batch_dim.
-using TensorObservationCallback =
-    std::function<void(const ObservationOwner& owner, std::string_view name, SourceKind kind,
-                       const at::Tensor& tensor, OptionalDim tp_shard_dim,
-                       OptionalDim sequence_dim, OptionalDim batch_dim)>;
+using TensorObservationCallback = std::function<void(
+    const ObservationOwner& owner, std::string_view name, SourceKind kind, const at::Tensor& tensor,
+    OptionalDim tp_shard_dim, OptionalDim sequence_dim, OptionalDim batch_dim)>;
 
 namespace detail {
 struct ActiveObserver {

@@ -6,11 +6,16 @@ namespace parity {
 
 std::string_view to_string(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::barrier: return "barrier";
+    case CollectiveOp::all_reduce:
+      return "all_reduce";
+    case CollectiveOp::all_gather:
+      return "all_gather";
+    case CollectiveOp::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveOp::broadcast:
+      return "broadcast";
+    case CollectiveOp::barrier:
+      return "barrier";
     case CollectiveOp::all_to_all_counts:
       return "all_to_all_counts";
     case CollectiveOp::all_to_all:
@@ -25,9 +30,12 @@ std::string_view to_string(CollectiveOp op) {
 
 std::string_view to_string(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
   }
   return "?";
 }
@@ -38,17 +46,28 @@ namespace {
 std::string dtype_name(std::int8_t dtype) {
   if (dtype < 0) return "none";
   switch (static_cast<c10::ScalarType>(dtype)) {
-    case c10::ScalarType::Float: return "float32";
-    case c10::ScalarType::Double: return "float64";
-    case c10::ScalarType::Half: return "float16";
-    case c10::ScalarType::BFloat16: return "bfloat16";
-    case c10::ScalarType::Long: return "int64";
-    case c10::ScalarType::Int: return "int32";
-    case c10::ScalarType::Short: return "int16";
-    case c10::ScalarType::Char: return "int8";
-    case c10::ScalarType::Byte: return "uint8";
-    case c10::ScalarType::Bool: return "bool";
-    default: break;
+    case c10::ScalarType::Float:
+      return "float32";
+    case c10::ScalarType::Double:
+      return "float64";
+    case c10::ScalarType::Half:
+      return "float16";
+    case c10::ScalarType::BFloat16:
+      return "bfloat16";
+    case c10::ScalarType::Long:
+      return "int64";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Short:
+      return "int16";
+    case c10::ScalarType::Char:
+      return "int8";
+    case c10::ScalarType::Byte:
+      return "uint8";
+    case c10::ScalarType::Bool:
+      return "bool";
+    default:
+      break;
   }
   if (dtype < static_cast<std::int8_t>(c10::ScalarType::NumOptions))
     return c10::toString(static_cast<c10::ScalarType>(dtype));
@@ -60,12 +79,18 @@ std::string dtype_name(std::int8_t dtype) {
 std::string CollectiveCall::describe() const {
   std::string s(to_string(op));
   switch (op) {
-    case CollectiveOp::all_reduce: s += "(" + std::string(to_string(reduce)) + ")"; break;
-    case CollectiveOp::all_gather: s += "(dim " + std::to_string(dim) + ")"; break;
+    case CollectiveOp::all_reduce:
+      s += "(" + std::string(to_string(reduce)) + ")";
+      break;
+    case CollectiveOp::all_gather:
+      s += "(dim " + std::to_string(dim) + ")";
+      break;
     case CollectiveOp::reduce_scatter:
       s += "(" + std::string(to_string(reduce)) + ", dim " + std::to_string(dim) + ")";
       break;
-    case CollectiveOp::broadcast: s += "(root " + std::to_string(dim) + ")"; break;
+    case CollectiveOp::broadcast:
+      s += "(root " + std::to_string(dim) + ")";
+      break;
     case CollectiveOp::send:
     case CollectiveOp::recv:
       s += std::string(op == CollectiveOp::send ? "(to " : "(from ") +

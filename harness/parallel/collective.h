@@ -35,10 +35,10 @@ struct CollectiveCall {
   CollectiveOp op = CollectiveOp::barrier;
   ReduceOp reduce = ReduceOp::sum;  // meaningful for all_reduce / reduce_scatter
   Axis axis = Axis::world;
-  std::int8_t dtype = -1;           // c10::ScalarType as int; -1 for barrier
+  std::int8_t dtype = -1;  // c10::ScalarType as int; -1 for barrier
   std::vector<std::int64_t> shape;
-  std::int64_t dim = 0;             // gather/scatter dim, broadcast root, send/recv peer
-  std::int64_t sequence = 0;        // per-communicator call number, from 0
+  std::int64_t dim = 0;       // gather/scatter dim, broadcast root, send/recv peer
+  std::int64_t sequence = 0;  // per-communicator call number, from 0
   // send/recv: what the message is, agreed by both sides (PointToPointOp), and
   // how a report names it.
   std::int64_t message = -1;

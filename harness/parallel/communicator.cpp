@@ -70,8 +70,9 @@ std::string describe_fingerprint(const std::int64_t* f) {
   if (f[0] != kFingerprintMagic) return "something that is not a fingerprint (garbled exchange)";
   CollectiveCall c = decode(f);
   std::string s = c.describe();
-  if (f[4] > kFingerprintDims) s += " (" + std::to_string(f[4]) + " dims, first " +
-                                   std::to_string(kFingerprintDims) + " shown)";
+  if (f[4] > kFingerprintDims)
+    s += " (" + std::to_string(f[4]) + " dims, first " + std::to_string(kFingerprintDims) +
+         " shown)";
   return s;
 }
 
@@ -137,24 +138,22 @@ void Communicator::enter(CollectiveCall call) {
   if (!options_.check_collectives || size() == 1) return;
 
   const Fingerprint mine = fingerprint(call);
-  at::Tensor local = at::from_blob(const_cast<std::int64_t*>(mine.data()), {kFingerprintSize},
-                                   at::kLong)
-                         .clone();
+  at::Tensor local =
+      at::from_blob(const_cast<std::int64_t*>(mine.data()), {kFingerprintSize}, at::kLong).clone();
   at::Tensor all = transport_->all_gather(local, 0).contiguous();
   if (all.numel() != static_cast<std::int64_t>(kFingerprintSize) * size())
-    throw CollectiveMismatch("collective fingerprint exchange on " + group_label() +
-                             " returned " + std::to_string(all.numel()) + " values");
+    throw CollectiveMismatch("collective fingerprint exchange on " + group_label() + " returned " +
+                             std::to_string(all.numel()) + " values");
   const std::int64_t* p = all.data_ptr<std::int64_t>();
   // Every rank compares against group rank 0 and names the first rank that
   // differs, so all ranks of the group report the same pair.
   for (int r = 1; r < size(); ++r) {
     const std::int64_t* other = p + static_cast<std::ptrdiff_t>(r) * kFingerprintSize;
     if (!std::equal(p, p + kFingerprintSize, other)) {
-      throw CollectiveMismatch("collective mismatch on " + group_label() + ": rank " +
-                               std::to_string(global_ranks_[0]) + " called " +
-                               describe_fingerprint(p) + " but rank " +
-                               std::to_string(global_ranks_[r]) + " called " +
-                               describe_fingerprint(other));
+      throw CollectiveMismatch(
+          "collective mismatch on " + group_label() + ": rank " + std::to_string(global_ranks_[0]) +
+          " called " + describe_fingerprint(p) + " but rank " + std::to_string(global_ranks_[r]) +
+          " called " + describe_fingerprint(other));
     }
   }
 }
@@ -167,8 +166,8 @@ void Communicator::record(CollectiveCall& call) {
   call.sequence = sequence_++;
   for (std::int64_t v : fingerprint(call))
     for (int b = 0; b < 8; ++b)
-      call_hash_ = (call_hash_ ^ ((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xffu)) *
-                   1099511628211ull;
+      call_hash_ =
+          (call_hash_ ^ ((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xffu)) * 1099511628211ull;
 }
 
 template <typename Transfer, typename Local>
@@ -212,19 +211,17 @@ void Communicator::check_input(const at::Tensor& input, CollectiveOp op, std::in
   if (op == CollectiveOp::all_gather || op == CollectiveOp::reduce_scatter) {
     if (input.dim() == 0) fail("needs a tensor with at least one dimension");
     if (dim < -input.dim() || dim >= input.dim())
-      fail("dim " + std::to_string(dim) + " is out of range for " +
-           std::to_string(input.dim()) + " dimensions");
+      fail("dim " + std::to_string(dim) + " is out of range for " + std::to_string(input.dim()) +
+           " dimensions");
   }
   if (op == CollectiveOp::reduce_scatter) {
     const std::int64_t wrapped = dim < 0 ? dim + input.dim() : dim;
     if (input.size(wrapped) % size() != 0)
-      fail("size " + std::to_string(input.size(wrapped)) + " of dim " +
-           std::to_string(wrapped) + " is not divisible by the group size " +
-           std::to_string(size()));
+      fail("size " + std::to_string(input.size(wrapped)) + " of dim " + std::to_string(wrapped) +
+           " is not divisible by the group size " + std::to_string(size()));
   }
   if (op == CollectiveOp::broadcast && (dim < 0 || dim >= size()))
-    fail("root " + std::to_string(dim) + " is not a rank of a group of " +
-         std::to_string(size()));
+    fail("root " + std::to_string(dim) + " is not a rank of a group of " + std::to_string(size()));
 }
 
 at::Tensor Communicator::all_reduce(const at::Tensor& input, ReduceOp op) {

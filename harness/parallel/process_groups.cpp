@@ -51,10 +51,18 @@ std::unique_ptr<TransportFactory> make_transport_factory(const std::string& name
 Communicator& RankGroups::get(Axis axis) {
   std::unique_ptr<Communicator>* c = nullptr;
   switch (axis) {
-    case Axis::tp: c = &tp; break;
-    case Axis::cp: c = &cp; break;
-    case Axis::dp: c = &dp; break;
-    case Axis::world: c = &world; break;
+    case Axis::tp:
+      c = &tp;
+      break;
+    case Axis::cp:
+      c = &cp;
+      break;
+    case Axis::dp:
+      c = &dp;
+      break;
+    case Axis::world:
+      c = &world;
+      break;
     case Axis::ep:
       c = &ep;
       break;
@@ -97,16 +105,24 @@ RankGroups make_rank_groups(const ParallelTopology& topology, int rank,
     std::unique_ptr<CollectiveTransport> transport;
     const int size = static_cast<int>(ranks.size());
     if (size > 1)
-      transport = factory.create(rendezvous, topology.group_name(rank, axis), index, size,
-                                 options.timeout);
+      transport =
+          factory.create(rendezvous, topology.group_name(rank, axis), index, size, options.timeout);
     if (status) status->mark_progress();
     auto comm = std::make_unique<Communicator>(axis, std::move(ranks), index, std::move(transport),
                                                status, options.communicator);
     switch (axis) {
-      case Axis::tp: groups.tp = std::move(comm); break;
-      case Axis::cp: groups.cp = std::move(comm); break;
-      case Axis::dp: groups.dp = std::move(comm); break;
-      case Axis::world: groups.world = std::move(comm); break;
+      case Axis::tp:
+        groups.tp = std::move(comm);
+        break;
+      case Axis::cp:
+        groups.cp = std::move(comm);
+        break;
+      case Axis::dp:
+        groups.dp = std::move(comm);
+        break;
+      case Axis::world:
+        groups.world = std::move(comm);
+        break;
       case Axis::ep:
         groups.ep = std::move(comm);
         break;

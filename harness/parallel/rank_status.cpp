@@ -12,11 +12,16 @@ namespace parity {
 
 std::string_view to_string(RankState state) {
   switch (state) {
-    case RankState::starting: return "starting";
-    case RankState::running: return "running";
-    case RankState::in_collective: return "in_collective";
-    case RankState::finished: return "finished";
-    case RankState::failed: return "failed";
+    case RankState::starting:
+      return "starting";
+    case RankState::running:
+      return "running";
+    case RankState::in_collective:
+      return "in_collective";
+    case RankState::finished:
+      return "finished";
+    case RankState::failed:
+      return "failed";
     case RankState::capturing:
       return "capturing";
   }
@@ -56,9 +61,8 @@ template <std::size_t N>
 void write_text(RankStatusRecord& r, char (&field)[N], const std::string& text) {
   std::uint32_t v = r.version.load(std::memory_order_relaxed);
   for (;;) {
-    if ((v & 1u) == 0 &&
-        r.version.compare_exchange_weak(v, v + 1, std::memory_order_acquire,
-                                        std::memory_order_relaxed))
+    if ((v & 1u) == 0 && r.version.compare_exchange_weak(v, v + 1, std::memory_order_acquire,
+                                                         std::memory_order_relaxed))
       break;
     std::this_thread::yield();
     v = r.version.load(std::memory_order_relaxed);

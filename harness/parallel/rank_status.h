@@ -83,8 +83,8 @@ struct RankStatusRecord {
   std::atomic<std::int64_t> calls_entered[8];
   std::atomic<std::int32_t> last_axis_plus_one;
   std::int32_t rank;
-  char last_collective[240];              // CollectiveCall::describe(), NUL-terminated
-  char error[760];                        // the rank's own error, when it failed
+  char last_collective[240];  // CollectiveCall::describe(), NUL-terminated
+  char error[760];            // the rank's own error, when it failed
 };
 
 class RankStatus {

@@ -183,14 +183,16 @@ std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, i
   auto s = std::make_unique<Store>();
   try {
     s->store = c10::make_intrusive<c10d::TCPStore>(
-        host, compat::tcp_store_options<c10d::TCPStoreOptions>(
-                  static_cast<std::uint16_t>(port), world_size, is_master, timeout));
+        host, compat::tcp_store_options<c10d::TCPStoreOptions>(static_cast<std::uint16_t>(port),
+                                                               world_size, is_master, timeout));
   } catch (const std::exception& e) {
     const std::string m = c10_error_text(e);
     if (is_master) {
       std::string why = m;
-      if (contains(m, "ddress already in use")) why = "address in use";
-      else if (contains(m, "annot assign requested address")) why = "no such local address";
+      if (contains(m, "ddress already in use"))
+        why = "address in use";
+      else if (contains(m, "annot assign requested address"))
+        why = "no such local address";
       throw RendezvousError("cannot bind TCPStore on " + where + ": " + why);
     }
     std::string why = m;
@@ -200,8 +202,8 @@ std::shared_ptr<Rendezvous> Rendezvous::tcp(const std::string& host, int port, i
   }
   auto* tcp = static_cast<c10d::TCPStore*>(s->store.get());
   s->port = tcp->getPort();
-  s->description = "TCPStore " + host + ":" + std::to_string(s->port) +
-                   (is_master ? " (master)" : " (worker)");
+  s->description =
+      "TCPStore " + host + ":" + std::to_string(s->port) + (is_master ? " (master)" : " (worker)");
   if (!key_prefix.empty()) {
     s->store = c10::make_intrusive<c10d::PrefixStore>(key_prefix, s->store);
     s->description += ", keys under " + key_prefix;

@@ -7,10 +7,14 @@ namespace parity {
 
 std::string_view to_string(Axis axis) {
   switch (axis) {
-    case Axis::tp: return "tp";
-    case Axis::cp: return "cp";
-    case Axis::dp: return "dp";
-    case Axis::world: return "world";
+    case Axis::tp:
+      return "tp";
+    case Axis::cp:
+      return "cp";
+    case Axis::dp:
+      return "dp";
+    case Axis::world:
+      return "world";
     case Axis::ep:
       return "ep";
     case Axis::pp:
@@ -46,10 +50,14 @@ ParallelTopology::ParallelTopology(int tp, int cp, int dp, int ep, int pp, int e
 
 int ParallelTopology::size(Axis axis) const {
   switch (axis) {
-    case Axis::tp: return tp_;
-    case Axis::cp: return cp_;
-    case Axis::dp: return dp_;
-    case Axis::world: return world_size();
+    case Axis::tp:
+      return tp_;
+    case Axis::cp:
+      return cp_;
+    case Axis::dp:
+      return dp_;
+    case Axis::world:
+      return world_size();
     case Axis::ep:
       return ep_;
     case Axis::pp:
@@ -85,10 +93,14 @@ int ParallelTopology::rank_of(const RankCoordinates& c) const {
 int ParallelTopology::coordinate(int rank, Axis axis) const {
   const RankCoordinates c = coordinates(rank);
   switch (axis) {
-    case Axis::tp: return c.tp;
-    case Axis::cp: return c.cp;
-    case Axis::dp: return c.dp;
-    case Axis::world: return rank;
+    case Axis::tp:
+      return c.tp;
+    case Axis::cp:
+      return c.cp;
+    case Axis::dp:
+      return c.dp;
+    case Axis::world:
+      return rank;
     case Axis::ep:
       return ep_rank(rank);
     case Axis::pp:
@@ -163,7 +175,8 @@ std::string ParallelTopology::group_name(int rank, Axis axis) const {
       return "cp.tp" + std::to_string(c.tp) + ".dp" + std::to_string(c.dp) + stage;
     case Axis::dp:
       return "dp.tp" + std::to_string(c.tp) + ".cp" + std::to_string(c.cp) + stage;
-    case Axis::world: return "world";
+    case Axis::world:
+      return "world";
     case Axis::ep:
       // With ETP = TP the names runs without an expert layout always had.
       return (etp_ == tp_ ? "ep.tp" : "ep.etp") + std::to_string(c.etp) + ".edp" +

@@ -149,8 +149,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto state = c10::static_intrusive_pointer_cast<CheckpointState>(
-        ctx->saved_data["state"].toCapsule());
+    auto state =
+        c10::static_intrusive_pointer_cast<CheckpointState>(ctx->saved_data["state"].toCapsule());
     OriginContextScope origin(state->origin);
     std::vector<at::Tensor> detached;
     for (const at::Tensor& s : ctx->get_saved_variables()) detached.push_back(detached_like(s));
@@ -198,9 +198,12 @@ bool in_recomputation() { return t_recomputation_depth > 0; }
 
 std::string_view to_string(RecomputeExecution e) {
   switch (e) {
-    case RecomputeExecution::forward: return "forward";
-    case RecomputeExecution::recompute: return "recompute";
-    case RecomputeExecution::bypass: return "bypass";
+    case RecomputeExecution::forward:
+      return "forward";
+    case RecomputeExecution::recompute:
+      return "recompute";
+    case RecomputeExecution::bypass:
+      return "bypass";
   }
   return "?";
 }
@@ -241,7 +244,7 @@ struct WithoutOutputState : torch::CustomClassHolder {
   RngSnapshot snapshot;
   std::string name;
   OriginContext origin;  // the rank thread's context: a CUDA backward runs on another thread
-  at::Tensor input;  // the forward input (no cycle: its history is upstream)
+  at::Tensor input;      // the forward input (no cycle: its history is upstream)
   // The forward output's storage and layout (never the tensor itself: the
   // tensor's grad_fn holds this state, a reference back would be a cycle).
   c10::Storage output_storage;
@@ -313,8 +316,8 @@ struct CheckpointWithoutOutputFunction
     if (grads[0].defined() && state->recomputed.requires_grad()) {
       torch::autograd::backward({state->recomputed}, {grads[0]});
     }
-    at::Tensor g = state->detached_input.requires_grad() ? state->detached_input.grad()
-                                                          : at::Tensor();
+    at::Tensor g =
+        state->detached_input.requires_grad() ? state->detached_input.grad() : at::Tensor();
     // Drop the recomputed graph and the input now (a second backward is not supported).
     state->recomputed = at::Tensor();
     state->detached_input = at::Tensor();

@@ -111,8 +111,8 @@ std::string_view to_string(RecomputeExecution e);
 struct RecomputeEvent {
   std::string name;
   RecomputeExecution execution;
-  bool grad_enabled;          // at::GradMode at the call of fn
-  bool observations_live;     // whether any kind reached a callback at the call of fn
+  bool grad_enabled;       // at::GradMode at the call of fn
+  bool observations_live;  // whether any kind reached a callback at the call of fn
 };
 
 // RAII: records this thread's checkpoint executions into `log` while alive

@@ -21,10 +21,11 @@ KindSet first_wave_kinds() {
 }
 
 namespace {
-constexpr std::pair<GraphPhase, std::string_view> kPhases[] = {
-    {GraphPhase::eager, "eager"},     {GraphPhase::record, "record"},
-    {GraphPhase::warmup, "warmup"},   {GraphPhase::capture, "capture"},
-    {GraphPhase::replay, "replay"}};
+constexpr std::pair<GraphPhase, std::string_view> kPhases[] = {{GraphPhase::eager, "eager"},
+                                                               {GraphPhase::record, "record"},
+                                                               {GraphPhase::warmup, "warmup"},
+                                                               {GraphPhase::capture, "capture"},
+                                                               {GraphPhase::replay, "replay"}};
 }  // namespace
 
 std::string_view graph_phase_name(GraphPhase phase) {
@@ -47,14 +48,22 @@ std::uint64_t tensor_digest(const at::Tensor& tensor) {
 
 std::string dtype_name(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kBool: return "bool";
-    default: return c10::toString(type);
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kHalf:
+      return "float16";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    case at::kBool:
+      return "bool";
+    default:
+      return c10::toString(type);
   }
 }
 
@@ -126,8 +135,10 @@ nlohmann::ordered_json to_json(const TraceRecord& r) {
   j["numel"] = r.summary.numel;
   j["sum"] = r.summary.sum;
   j["sum_sq"] = r.summary.sum_sq;
-  j["min"] = r.summary.min ? nlohmann::ordered_json(*r.summary.min) : nlohmann::ordered_json(nullptr);
-  j["max"] = r.summary.max ? nlohmann::ordered_json(*r.summary.max) : nlohmann::ordered_json(nullptr);
+  j["min"] =
+      r.summary.min ? nlohmann::ordered_json(*r.summary.min) : nlohmann::ordered_json(nullptr);
+  j["max"] =
+      r.summary.max ? nlohmann::ordered_json(*r.summary.max) : nlohmann::ordered_json(nullptr);
   j["nan"] = r.summary.nan;
   j["inf"] = r.summary.inf;
   return j;
@@ -182,9 +193,8 @@ std::string to_jsonl(std::vector<TraceRecord> records) {
 
 TensorObservationCallback TraceRecorder::callback() {
   return [this](const ObservationOwner& owner, std::string_view name, SourceKind kind,
-                const at::Tensor& tensor, OptionalDim tp, OptionalDim seq, OptionalDim batch) {
-    record(owner, name, kind, tensor, tp, seq, batch);
-  };
+                const at::Tensor& tensor, OptionalDim tp, OptionalDim seq,
+                OptionalDim batch) { record(owner, name, kind, tensor, tp, seq, batch); };
 }
 
 int TraceRecorder::thread_index_locked(std::thread::id id) {

@@ -53,22 +53,22 @@ TensorSummary summarize(const at::Tensor& tensor);
 
 struct TraceRecord {
   int rank = 0;
-  std::int64_t seq = 0;           // per-rank notification order, from 0
-  std::int64_t step = -1;         // ExecutionPoint at notification time
+  std::int64_t seq = 0;    // per-rank notification order, from 0
+  std::int64_t step = -1;  // ExecutionPoint at notification time
   std::int64_t microbatch = -1;
   GraphPhase phase = GraphPhase::eager;
-  std::string site;               // owner canonical name + "." + local name
+  std::string site;  // owner canonical name + "." + local name
   SourceKind kind = SourceKind::residual_accumulator;
   OptionalDim tp_shard_dim, sequence_dim, batch_dim;
   std::vector<std::int64_t> shape;
-  std::string dtype;              // "float32", "float64", "bfloat16", ...
-  bool grad_mode = false;         // at::GradMode::is_enabled() at notification
-  bool requires_grad = false;     // the tensor's flag
+  std::string dtype;           // "float32", "float64", "bfloat16", ...
+  bool grad_mode = false;      // at::GradMode::is_enabled() at notification
+  bool requires_grad = false;  // the tensor's flag
   // residual_contribution only: the tensor shares storage with the same
   // layer's residual_accumulator observed just before it on this thread
   // (contract.md section 1 wants a fresh tensor). False for other kinds.
   bool aliases_accumulator = false;
-  int thread = 0;                 // small per-rank index: 0 = first thread seen
+  int thread = 0;  // small per-rank index: 0 = first thread seen
   std::uint64_t digest = 0;
   TensorSummary summary;
 };

@@ -65,9 +65,8 @@ inline ::testing::AssertionResult check_gradients(const std::function<at::Tensor
     }
   }
   if (failed > 0) {
-    return ::testing::AssertionFailure()
-           << failed << " gradient elements differ (worst abs error " << worst << ")"
-           << failures.str();
+    return ::testing::AssertionFailure() << failed << " gradient elements differ (worst abs error "
+                                         << worst << ")" << failures.str();
   }
   return ::testing::AssertionSuccess() << "max abs error " << worst;
 }

@@ -77,8 +77,8 @@ TEST_F(ReferenceOps, NormStatisticsInFp32ForBf16AndResultInWeightDtype) {
   at::Tensor w = at::ones({8}, at::kBFloat16), bias = at::zeros({8}, at::kBFloat16);
   at::Tensor y = b().layer_norm(x, w, bias, 1e-5);
   EXPECT_EQ(y.scalar_type(), at::kBFloat16);
-  EXPECT_TRUE(at::allclose(y.to(at::kFloat),
-                           at::layer_norm(x.to(at::kFloat), {8}, {}, {}, 1e-5), 1e-2, 1e-2));
+  EXPECT_TRUE(at::allclose(y.to(at::kFloat), at::layer_norm(x.to(at::kFloat), {8}, {}, {}, 1e-5),
+                           1e-2, 1e-2));
   // fp32 residual stream: fp32 input, bf16 weights -> bf16 output.
   EXPECT_EQ(b().rms_norm(x.to(at::kFloat), w, 1e-5).scalar_type(), at::kBFloat16);
 }
@@ -195,10 +195,10 @@ TEST_F(ReferenceOps, BiasDropoutAddWithoutDropoutIsResidualPlusXPlusBias) {
              r = random_leaf({3, 2, 4}, 23);
   auto rng = b().make_rng_tracker();
   at::Generator gen = rng->generator(RngStream::data_parallel);
-  EXPECT_TRUE(at::allclose(b().bias_dropout_add(x, bias, r, 0.0, true, gen), r + x + bias, 1e-15,
-                           1e-15));
-  EXPECT_TRUE(at::allclose(b().bias_dropout_add(x, bias, r, 0.5, false, gen), r + x + bias, 1e-15,
-                           1e-15));
+  EXPECT_TRUE(
+      at::allclose(b().bias_dropout_add(x, bias, r, 0.0, true, gen), r + x + bias, 1e-15, 1e-15));
+  EXPECT_TRUE(
+      at::allclose(b().bias_dropout_add(x, bias, r, 0.5, false, gen), r + x + bias, 1e-15, 1e-15));
   EXPECT_TRUE(check_gradients(
       [&] { return weighted_sum(b().bias_dropout_add(x, bias, r, 0.0, true, gen)); },
       {x, bias, r}));
@@ -227,7 +227,8 @@ TEST_F(ReferenceOps, BiasDropoutAddDropoutIsReproducibleFromTheGeneratorState) {
     EXPECT_TRUE(at::allclose(kept, expect, 1e-14, 1e-14));
   }
   // Gradients with a fixed mask: restore the state before each evaluation.
-  at::Tensor xs = random_leaf({4, 2, 3}, 27), bs = random_leaf({3}, 28), rs = random_leaf({4, 2, 3}, 29);
+  at::Tensor xs = random_leaf({4, 2, 3}, 27), bs = random_leaf({3}, 28),
+             rs = random_leaf({4, 2, 3}, 29);
   EXPECT_TRUE(check_gradients(
       [&] {
         rng->restore(before);

@@ -100,7 +100,8 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
   for (std::size_t i = 0; i < names.size(); ++i) {
     const auto& p = r["properties"][i];
     EXPECT_EQ(p["name"], names[i]);
-    for (const char* k : {"status", "compared", "reason", "max_abs", "max_rel", "worst_site", "worst_label", "note"})
+    for (const char* k : {"status", "compared", "reason", "max_abs", "max_rel", "worst_site",
+                          "worst_label", "note"})
       EXPECT_TRUE(p.contains(k)) << k;
     EXPECT_TRUE(p["status"] == "PASS" || p["status"] == "SKIP") << p.dump();
   }
@@ -108,7 +109,8 @@ TEST(CheckCommand, ReportValidatesAgainstTheDocumentedFields) {
   // 2 metrics: contribution l2 (2 layers + global) and logits l2.
   ASSERT_EQ(r["metrics"].size(), 4u);
   for (const auto& m : r["metrics"])
-    for (const char* k : {"metric", "label", "run", "step", "value", "reference", "max_abs", "max_rel", "compared", "ok"})
+    for (const char* k : {"metric", "label", "run", "step", "value", "reference", "max_abs",
+                          "max_rel", "compared", "ok"})
       EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_TRUE(r["notes"].is_array());
   EXPECT_EQ(folder_entries(dir).size(), 2u) << "the scenario and the report, no temp file left";
@@ -188,7 +190,8 @@ TEST(Expectations, ExpectedFailIsMetAndUnnamedFailIsNot) {
             "to make it compare: use --steps 3)");
   EXPECT_TRUE(checks::compare_expectations({skipped}, {{"graph_replay", "SKIP"}}).ok);
 
-  e = checks::compare_expectations(props, {{"exactly_once", "FAIL"}, {"collective_symmetry", "PASS"}});
+  e = checks::compare_expectations(props,
+                                   {{"exactly_once", "FAIL"}, {"collective_symmetry", "PASS"}});
   EXPECT_FALSE(e.ok);  // not evaluated
   EXPECT_EQ(e.lines.back(), "expect collective_symmetry PASS: not met: it was not evaluated");
   EXPECT_TRUE(checks::compare_expectations(props, {}).ok == false);
@@ -254,11 +257,40 @@ TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
   EXPECT_EQ(plan.find(variant::single_rank)->config.dropout, 0.1);
 
   // End to end: tp 2 with dropout passes, sharded_reduction on (e) vs (b).
-  const std::vector<std::string> flags = {"check", "--tp", "2", "--cp", "1", "--dp", "1",
-      "--sp=false", "--hidden", "16", "--heads", "2", "--ffn-hidden", "32", "--seq", "8",
-      "--vocab", "8", "--layers", "2", "--micro-batch", "1", "--microbatches", "2", "--steps",
-      "1", "--metrics", "layer-residual-contribution-rms", "--dropout", "0.1", "--recompute",
-      "none", "--graphs", "none"};
+  const std::vector<std::string> flags = {"check",
+                                          "--tp",
+                                          "2",
+                                          "--cp",
+                                          "1",
+                                          "--dp",
+                                          "1",
+                                          "--sp=false",
+                                          "--hidden",
+                                          "16",
+                                          "--heads",
+                                          "2",
+                                          "--ffn-hidden",
+                                          "32",
+                                          "--seq",
+                                          "8",
+                                          "--vocab",
+                                          "8",
+                                          "--layers",
+                                          "2",
+                                          "--micro-batch",
+                                          "1",
+                                          "--microbatches",
+                                          "2",
+                                          "--steps",
+                                          "1",
+                                          "--metrics",
+                                          "layer-residual-contribution-rms",
+                                          "--dropout",
+                                          "0.1",
+                                          "--recompute",
+                                          "none",
+                                          "--graphs",
+                                          "none"};
   std::string out, err;
   EXPECT_EQ(run_parity(flags, &out, &err), kExitOk) << out << err;
   EXPECT_NE(out.find("sharded_reduction     PASS   (e) vs (b)"), std::string::npos) << out;
@@ -268,10 +300,36 @@ TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
 // under full-iteration graphs (a) collects no metrics, so (b) is the first.
 TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
   std::string out, err;
-  const std::vector<std::string> base = {"check", "--tp", "1", "--cp", "1", "--dp", "1",
-      "--sp=false", "--hidden", "16", "--heads", "2", "--ffn-hidden", "32", "--seq", "8",
-      "--vocab", "8", "--layers", "1", "--micro-batch", "1", "--microbatches", "1", "--recompute",
-      "none", "--metrics", "layer-residual-accumulator-max", "--inject", "prepare-aliases-buffer"};
+  const std::vector<std::string> base = {"check",
+                                         "--tp",
+                                         "1",
+                                         "--cp",
+                                         "1",
+                                         "--dp",
+                                         "1",
+                                         "--sp=false",
+                                         "--hidden",
+                                         "16",
+                                         "--heads",
+                                         "2",
+                                         "--ffn-hidden",
+                                         "32",
+                                         "--seq",
+                                         "8",
+                                         "--vocab",
+                                         "8",
+                                         "--layers",
+                                         "1",
+                                         "--micro-batch",
+                                         "1",
+                                         "--microbatches",
+                                         "1",
+                                         "--recompute",
+                                         "none",
+                                         "--metrics",
+                                         "layer-residual-accumulator-max",
+                                         "--inject",
+                                         "prepare-aliases-buffer"};
   std::vector<std::string> eager = base;
   for (const char* a : {"--graphs", "none", "--steps", "1"}) eager.push_back(a);
   EXPECT_EQ(run_parity(eager, &out, &err), kExitPropertyFailed) << out << err;

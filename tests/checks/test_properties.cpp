@@ -25,7 +25,8 @@ TEST(Properties, ADuplicatedObservationFailsExactlyOnce) {
   a.ranks[0].trace.push_back(a.ranks[0].trace[3]);
   const PropertyResult p = check_exactly_once({&a});
   EXPECT_EQ(p.status, Status::fail);
-  EXPECT_NE(p.reason.find("2 observation(s) in phase eager, expected 1"), std::string::npos) << p.reason;
+  EXPECT_NE(p.reason.find("2 observation(s) in phase eager, expected 1"), std::string::npos)
+      << p.reason;
   EXPECT_EQ(p.worst_site, "decoder.layers.0.mlp.mlp_output");
   EXPECT_EQ(p.worst_label, "decoder.layers.0");
 }
@@ -35,7 +36,8 @@ TEST(Properties, AMissingOrWarmupObservationFailsExactlyOnce) {
   a.ranks[0].trace.erase(a.ranks[0].trace.begin());
   EXPECT_EQ(check_exactly_once({&a}).status, Status::fail);
   CheckRun b = eager_run("b");
-  b.ranks[0].trace.push_back({0, -1, -1, "warmup", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  b.ranks[0].trace.push_back(
+      {0, -1, -1, "warmup", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
   EXPECT_EQ(check_exactly_once({&b}).status, Status::fail);
 }
 
@@ -73,7 +75,8 @@ TEST(Properties, PerLayerGraphsExpectInsideSitesOnlyOnTheRecordStep) {
   a.ranks[0].trace = trace;
   EXPECT_EQ(check_exactly_once({&a}).status, Status::pass) << check_exactly_once({&a}).reason;
   // An inside site notified on the replay step fails.
-  a.ranks[0].trace.push_back({0, 1, 0, "eager", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
+  a.ranks[0].trace.push_back(
+      {0, 1, 0, "eager", "decoder.layers.0.mlp.mlp_output", "mlp_output", "0x0"});
   EXPECT_EQ(check_exactly_once({&a}).status, Status::fail);
 }
 
@@ -163,18 +166,21 @@ TEST(Properties, DeterminismAndCollectiveSymmetry) {
 TEST(Properties, ExactlyOnceComparesTheForwardOrderWithTheReference) {
   CheckRun a = eager_run("a"), c = eager_run("c");
   a.config.recompute = "full-uniform";
-  for (Observation& o : a.ranks[0].trace) o.grad_mode = o.kind == "output_logits";  // no-grad forward
+  for (Observation& o : a.ranks[0].trace)
+    o.grad_mode = o.kind == "output_logits";  // no-grad forward
   for (Observation& o : c.ranks[0].trace) o.grad_mode = true;
   PropertyResult p = check_exactly_once({&a, &c});
   EXPECT_EQ(p.status, Status::pass) << p.reason;
   EXPECT_NE(p.reason.find("2 (rank, step, microbatch) sequences in forward order, (a) vs (c)"),
-            std::string::npos) << p.reason;
+            std::string::npos)
+      << p.reason;
   // observe-recompute-not-forward: the layer's sites come after the logits.
   std::vector<Observation>& t = a.ranks[0].trace;
   std::rotate(t.begin(), t.begin() + 4, t.begin() + 5);
   p = check_exactly_once({&a, &c});
   EXPECT_EQ(p.status, Status::fail);
-  EXPECT_NE(p.reason.find("step 0 microbatch 0: observation #0 is output_layer.output_logits"), std::string::npos)
+  EXPECT_NE(p.reason.find("step 0 microbatch 0: observation #0 is output_layer.output_logits"),
+            std::string::npos)
       << p.reason;
   // A different sharding is no reference; without recompute or graphs nothing is ordered.
   CheckRun other = eager_run("c");
@@ -191,7 +197,8 @@ TEST(Properties, ExactlyOnceWithGraphsComparesGradModeAndOutsideSites) {
   std::vector<Observation> trace = record_step_trace(a);
   push_inside_sites(trace, "capture");
   a.ranks[0].trace = trace;
-  EXPECT_EQ(check_exactly_once({&a, &c}).status, Status::pass) << check_exactly_once({&a, &c}).reason;
+  EXPECT_EQ(check_exactly_once({&a, &c}).status, Status::pass)
+      << check_exactly_once({&a, &c}).reason;
   a.ranks[0].trace[0].grad_mode = true;
   const PropertyResult p = check_exactly_once({&a, &c});
   EXPECT_EQ(p.status, Status::fail);

@@ -161,7 +161,7 @@ TEST(GraphPhasesPerLayer, SelectiveRecomputeInsideGraphedLayers) {
     }
     if (ev.execution == RecomputeExecution::bypass && ev.grad_enabled) ++bypass_grad;
   }
-  const int per_layer = 4;  // core_attn, mlp, two norms
+  const int per_layer = 4;                       // core_attn, mlp, two norms
   EXPECT_EQ(forward, 2 * c.layers * per_layer);  // step 0, two microbatches
   EXPECT_EQ(recompute, forward);
   EXPECT_GE(bypass_grad, c.layers * per_layer * (c.graph_warmup + 1));
@@ -344,7 +344,8 @@ INSTANTIATE_TEST_SUITE_P(Recompute, GraphPhasesFullIteration,
 int count_notes(const GraphRun& r, GraphPhase phase, bool only_inside, bool with_step) {
   int n = 0;
   for (const Note& note : r.notes)
-    n += note.phase == phase && (!only_inside || inside_site(note.kind)) && (!with_step || note.step >= 0);
+    n += note.phase == phase && (!only_inside || inside_site(note.kind)) &&
+         (!with_step || note.step >= 0);
   return n;
 }
 

@@ -47,10 +47,14 @@ std::vector<std::shared_ptr<const Metric>> every_statistic(SourceKind kind, Labe
   std::vector<std::shared_ptr<const Metric>> m;
   const KindSet k{kind};
   const std::pair<const char*, LogicalStatistic> logical[] = {
-      {"l2", LogicalStatistic::l2},           {"max", LogicalStatistic::max},
-      {"abs-max", LogicalStatistic::abs_max}, {"min", LogicalStatistic::min},
-      {"mean", LogicalStatistic::mean},       {"rms", LogicalStatistic::rms},
-      {"nan-count", LogicalStatistic::nan_count}, {"inf-count", LogicalStatistic::inf_count}};
+      {"l2", LogicalStatistic::l2},
+      {"max", LogicalStatistic::max},
+      {"abs-max", LogicalStatistic::abs_max},
+      {"min", LogicalStatistic::min},
+      {"mean", LogicalStatistic::mean},
+      {"rms", LogicalStatistic::rms},
+      {"nan-count", LogicalStatistic::nan_count},
+      {"inf-count", LogicalStatistic::inf_count}};
   for (const auto& [name, st] : logical) m.push_back(make_logical_metric(st, name, k, scope));
   m.push_back(make_dimwise_metric(DimwiseStatistic::mean_row_l2, "mean-row-l2", k, scope));
   m.push_back(make_dimwise_metric(DimwiseStatistic::mean_column_l2, "mean-column-l2", k, scope));
@@ -99,9 +103,9 @@ TEST(Placements, FlatShardValidation) {
 class PlacementRecorder final : public Metric {
  public:
   explicit PlacementRecorder(std::vector<std::string>* seen)
-      : Metric("placements", KindSet{SourceKind::residual_accumulator,
-                                     SourceKind::residual_contribution,
-                                     SourceKind::attention_context},
+      : Metric("placements",
+               KindSet{SourceKind::residual_accumulator, SourceKind::residual_contribution,
+                       SourceKind::attention_context},
                LabelScope::layer),
         seen_(seen) {}
   Prepared prepare(const MetricInput& input) const override {
@@ -188,11 +192,14 @@ TEST(MetricNames, ParseKnownRejectUnknownAndDuplicates) {
 }
 
 TEST(MetricNames, EveryNameBuildsAMetricOfItsKind) {
-  const std::vector<std::string> expected = {
-      "layer-residual-accumulator-l2", "layer-residual-contribution-l2",
-      "layer-residual-contribution-max", "layer-attention-context-mean-row-l2",
-      "layer-mlp-output-rms", "global-output-logits-l2", "global-output-logits-nan-count",
-      "layer-router-decision-entropy"};
+  const std::vector<std::string> expected = {"layer-residual-accumulator-l2",
+                                             "layer-residual-contribution-l2",
+                                             "layer-residual-contribution-max",
+                                             "layer-attention-context-mean-row-l2",
+                                             "layer-mlp-output-rms",
+                                             "global-output-logits-l2",
+                                             "global-output-logits-nan-count",
+                                             "layer-router-decision-entropy"};
   const auto names = known_metric_names();
   for (const auto& e : expected)
     EXPECT_NE(std::find(names.begin(), names.end(), e), names.end()) << e;
@@ -230,13 +237,13 @@ TEST(MetricCollector, CallbackReadsTheExecutionPointAndIgnoresWarmupAndCapture) 
     auto scope = capture_tensor_observations(c.callback(), c.kinds());
     {
       ExecutionPointScope warm({-1, 0, GraphPhase::warmup});
-      observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, x * 100, 0,
-                     0, 1);
+      observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, x * 100, 0, 0,
+                     1);
     }
     {
       ExecutionPointScope capture({0, 0, GraphPhase::capture});
-      observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, x * 100, 0,
-                     0, 1);
+      observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, x * 100, 0, 0,
+                     1);
     }
     ExecutionPointScope step({0, 0, GraphPhase::eager});
     observe_tensor(layer, "residual_accumulator", SourceKind::residual_accumulator, x, 0, 0, 1);
@@ -257,8 +264,8 @@ TEST(MetricCollector, TwoStepsWithoutCommitAreAnError) {
   const at::Tensor x = at::ones({2, 1, 3});
   c.observe(layer, "residual_accumulator", SourceKind::residual_accumulator, x, 0, 0, 1,
             {0, 0, GraphPhase::eager});
-  EXPECT_THROW(c.observe(layer, "residual_accumulator", SourceKind::residual_accumulator, x, 0,
-                         0, 1, {1, 0, GraphPhase::eager}),
+  EXPECT_THROW(c.observe(layer, "residual_accumulator", SourceKind::residual_accumulator, x, 0, 0,
+                         1, {1, 0, GraphPhase::eager}),
                std::logic_error);
 }
 
@@ -268,20 +275,22 @@ TEST(MetricPrepare, PreparedStateNeverSharesStorageWithTheObservation) {
   const std::vector<at::Tensor> observed = {
       at::rand({4, 2, 3}, at::kDouble),
       at::rand({4, 2, 3}, at::kFloat).requires_grad_(),
-      at::rand({6, 3}, at::kFloat).t(),        // a non-contiguous view
-      at::rand({1}, at::kFloat),               // one element
-      at::rand({5}, at::kDouble),              // 1-D
-      at::rand({4, 2, 3}).to(at::kBFloat16),   // upcast path
-      at::rand({0, 2, 3}, at::kDouble),        // empty shard
+      at::rand({6, 3}, at::kFloat).t(),       // a non-contiguous view
+      at::rand({1}, at::kFloat),              // one element
+      at::rand({5}, at::kDouble),             // 1-D
+      at::rand({4, 2, 3}).to(at::kBFloat16),  // upcast path
+      at::rand({0, 2, 3}, at::kDouble),       // empty shard
   };
   for (const auto& x : observed) {
     MetricInput in{{"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator},
-                   x, AxisPlacements{}, false, 1 % std::max<std::int64_t>(x.dim(), 1)};
+                   x,
+                   AxisPlacements{},
+                   false,
+                   1 % std::max<std::int64_t>(x.dim(), 1)};
     for (const auto& m : metrics) {
       const Prepared p = m->prepare(in);
       ASSERT_TRUE(p.value.defined()) << m->name();
-      EXPECT_FALSE(p.value.storage().is_alias_of(x.storage()))
-          << m->name() << " on " << x.sizes();
+      EXPECT_FALSE(p.value.storage().is_alias_of(x.storage())) << m->name() << " on " << x.sizes();
       EXPECT_FALSE(p.value.requires_grad()) << m->name();
       const auto expect_dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
       if (m->name().find("count") == std::string::npos) {
@@ -326,7 +335,10 @@ TEST(MetricPrepare, PrepareAliasesBufferFaultIsRejectedByTheCollector) {
   auto max = make_logical_metric(LogicalStatistic::max, "max",
                                  KindSet{SourceKind::residual_accumulator}, LabelScope::layer);
   MetricInput in{{"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator},
-                 x, AxisPlacements{}, false, 1};
+                 x,
+                 AxisPlacements{},
+                 false,
+                 1};
   const Prepared p = max->prepare(in);
   EXPECT_TRUE(p.value.storage().is_alias_of(x.storage()));
   EXPECT_EQ(p.value.item<double>(), x.max().item<double>());
@@ -335,7 +347,8 @@ TEST(MetricPrepare, PrepareAliasesBufferFaultIsRejectedByTheCollector) {
     FAIL() << "the aliasing prepared state was accepted";
   } catch (const std::logic_error& e) {
     EXPECT_NE(std::string(e.what()).find("shares storage with the observed tensor"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   EXPECT_NO_THROW(observe(x.to(at::kBFloat16)));
 }
@@ -374,7 +387,10 @@ TEST(MetricPrepare, DimwiseMetricsRejectShardUnknownAndScalars) {
   auto row = make_dimwise_metric(DimwiseStatistic::mean_row_l2, "mean-row-l2",
                                  KindSet{SourceKind::residual_accumulator}, LabelScope::layer);
   MetricInput in{{"decoder.layers.0", "residual_accumulator", SourceKind::residual_accumulator},
-                 at::ones({2, 2, 2}), AxisPlacements{}, false, 1};
+                 at::ones({2, 2, 2}),
+                 AxisPlacements{},
+                 false,
+                 1};
   in.placements.at(Axis::dp) = Shard{std::nullopt};
   try {
     row->prepare(in);
@@ -427,8 +443,8 @@ TEST(MetricExecutor, SingleRankIssuesNoCollectiveAndMatchesDirectComputation) {
   EXPECT_EQ(r["abs-max@global"], both.abs().max().item<double>());
   // Concatenation, not a mean of means: column norms run over every microbatch.
   EXPECT_NEAR(r["mean-column-l2@decoder.layers.0"], col_l2(a).mean().item<double>(), 1e-12);
-  EXPECT_NEAR(r["mean-column-l2@global"],
-              at::cat({col_l2(a), col_l2(b)}).mean().item<double>(), 1e-12);
+  EXPECT_NEAR(r["mean-column-l2@global"], at::cat({col_l2(a), col_l2(b)}).mean().item<double>(),
+              1e-12);
   EXPECT_NEAR(r["mean-row-l2@global"], both.reshape({-1, 3}).norm(2, {1}).mean().item<double>(),
               1e-12);
 }
@@ -516,7 +532,7 @@ TEST(MetricExecutor, EmptyPopulationsGiveTheIdentity) {
   EXPECT_EQ(r["abs-max@global"], -inf);
   EXPECT_EQ(r["min@global"], inf);
   EXPECT_EQ(r["nan-count@global"], 0.0);
-  EXPECT_TRUE(std::isnan(r["mean@global"]));        // 0 / 0
+  EXPECT_TRUE(std::isnan(r["mean@global"]));         // 0 / 0
   EXPECT_TRUE(std::isnan(r["mean-row-l2@global"]));  // no rows
   EXPECT_EQ(r["mean-column-l2@global"], 0.0);        // 3 columns of norm 0
 }

@@ -50,10 +50,10 @@ at::Tensor slice_skew(const at::Tensor& t, std::int64_t dim, int rank, int size)
 
 struct Layout {
   enum Kind { replica, shard, owned, flat } kind = replica;
-  std::int64_t dim = 0;                              // shard: dim of the full tensor
-  int owner = 0;                                     // owned
+  std::int64_t dim = 0;                                       // shard: dim of the full tensor
+  int owner = 0;                                              // owned
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // flat: per rank [start, end)
-  std::optional<Placement> announced;                // a (deliberately) different label
+  std::optional<Placement> announced;                         // a (deliberately) different label
 };
 Layout replica() { return Layout{}; }
 Layout shard(std::int64_t dim) {
@@ -89,15 +89,19 @@ std::vector<std::shared_ptr<const Metric>> metrics_for(const Case& c) {
   const KindSet k{SourceKind::residual_accumulator};
   std::vector<std::shared_ptr<const Metric>> m;
   const std::pair<const char*, LogicalStatistic> logical[] = {
-      {"l2", LogicalStatistic::l2},           {"max", LogicalStatistic::max},
-      {"abs-max", LogicalStatistic::abs_max}, {"min", LogicalStatistic::min},
-      {"mean", LogicalStatistic::mean},       {"rms", LogicalStatistic::rms},
-      {"nan-count", LogicalStatistic::nan_count}, {"inf-count", LogicalStatistic::inf_count}};
+      {"l2", LogicalStatistic::l2},
+      {"max", LogicalStatistic::max},
+      {"abs-max", LogicalStatistic::abs_max},
+      {"min", LogicalStatistic::min},
+      {"mean", LogicalStatistic::mean},
+      {"rms", LogicalStatistic::rms},
+      {"nan-count", LogicalStatistic::nan_count},
+      {"inf-count", LogicalStatistic::inf_count}};
   for (const auto& [name, st] : logical)
     m.push_back(make_logical_metric(st, name, k, LabelScope::layer));
   if (c.shape.size() > 1 || c.tp.kind == Layout::flat) {
-    m.push_back(make_dimwise_metric(DimwiseStatistic::mean_row_l2, "mean-row-l2", k,
-                                    LabelScope::layer));
+    m.push_back(
+        make_dimwise_metric(DimwiseStatistic::mean_row_l2, "mean-row-l2", k, LabelScope::layer));
     m.push_back(make_dimwise_metric(DimwiseStatistic::mean_column_l2, "mean-column-l2", k,
                                     LabelScope::layer));
   }
@@ -125,10 +129,14 @@ Placement announced(const Layout& l, std::int64_t start, std::int64_t end,
                     const std::vector<std::int64_t>& shape) {
   if (l.announced) return *l.announced;
   switch (l.kind) {
-    case Layout::replica: return Replica{};
-    case Layout::shard: return Shard{l.dim};
-    case Layout::owned: return Owned{l.owner};
-    case Layout::flat: return make_flat_shard(shape, start, end);
+    case Layout::replica:
+      return Replica{};
+    case Layout::shard:
+      return Shard{l.dim};
+    case Layout::owned:
+      return Owned{l.owner};
+    case Layout::flat:
+      return make_flat_shard(shape, start, end);
   }
   return Replica{};
 }
@@ -136,9 +144,12 @@ Placement announced(const Layout& l, std::int64_t start, std::int64_t end,
 // Applies one axis' layout to this rank's (partial) tensor.
 at::Tensor apply(const Layout& l, const at::Tensor& t, int coordinate, int size) {
   switch (l.kind) {
-    case Layout::replica: return t;
-    case Layout::shard: return slice_skew(t, l.dim, coordinate, size);
-    case Layout::owned: return t;  // see placeholder_if_not_owner
+    case Layout::replica:
+      return t;
+    case Layout::shard:
+      return slice_skew(t, l.dim, coordinate, size);
+    case Layout::owned:
+      return t;  // see placeholder_if_not_owner
     case Layout::flat: {
       const auto [s, e] = l.ranges[coordinate];
       return t.reshape({-1}).narrow(0, s, e - s);
@@ -176,11 +187,10 @@ RankResult run_rank(const Case& c, const ParallelTopology& topo, int rank, RankG
         if (layouts[a]->kind == Layout::flat) std::tie(s, e) = layouts[a]->ranges[coords[a]];
         p.axes[a] = announced(*layouts[a], s, e, c.shape);
       }
-      collector.observe_placed(
-          {"decoder.layers." + std::to_string(layer), "residual_accumulator",
-           SourceKind::residual_accumulator},
-          x, p, c.tp.kind == Layout::flat ? OptionalDim() : OptionalDim(1),
-          {0, mb, GraphPhase::eager});
+      collector.observe_placed({"decoder.layers." + std::to_string(layer), "residual_accumulator",
+                                SourceKind::residual_accumulator},
+                               x, p, c.tp.kind == Layout::flat ? OptionalDim() : OptionalDim(1),
+                               {0, mb, GraphPhase::eager});
     }
   }
   const std::int64_t before =
@@ -189,8 +199,8 @@ RankResult run_rank(const Case& c, const ParallelTopology& topo, int rank, RankG
   RankResult out;
   for (const auto& r : collector.commit(executor)) out.values[r.metric + "@" + r.label] = r.value;
   out.stats = executor.stats();
-  out.calls = groups.tp->calls_issued() + groups.cp->calls_issued() + groups.dp->calls_issued() -
-              before;
+  out.calls =
+      groups.tp->calls_issued() + groups.cp->calls_issued() + groups.dp->calls_issued() - before;
   return out;
 }
 
@@ -253,13 +263,13 @@ CaseRun run_case(const Case& c, const ParallelTopology& topo,
                  std::optional<CodePathFault> fault = std::nullopt) {
   CaseRun out;
   out.results.resize(topo.world_size());
-  out.run = run_thread_ranks(topo, checked(),
-                             [&](int rank, RankGroups& groups, RankStatus&, testing::Expect&,
-                                 testing::RankOutcome&) {
-                               std::optional<CodePathFaultScope> scope;
-                               if (fault) scope.emplace(*fault);
-                               out.results[rank] = run_rank(c, topo, rank, groups);
-                             });
+  out.run = run_thread_ranks(
+      topo, checked(),
+      [&](int rank, RankGroups& groups, RankStatus&, testing::Expect&, testing::RankOutcome&) {
+        std::optional<CodePathFaultScope> scope;
+        if (fault) scope.emplace(*fault);
+        out.results[rank] = run_rank(c, topo, rank, groups);
+      });
   return out;
 }
 
@@ -322,8 +332,7 @@ std::vector<Case> cases() {
   // Parameter-style flat shards of a [5, 4] tensor: partial rows, then an
   // empty range together with an Owned axis.
   v.push_back({"FlatShardPartialRows", {5, 4}, flat({{0, 7}, {7, 20}}), replica(), replica(), 1});
-  v.push_back({"FlatShardEmptyDpOwned", {5, 4}, flat({{0, 20}, {20, 20}}), replica(), owned(1),
-               1});
+  v.push_back({"FlatShardEmptyDpOwned", {5, 4}, flat({{0, 20}, {20, 20}}), replica(), owned(1), 1});
   Case nonfinite{"NanAndInfCounts", {7, 5, 6}, shard(0), shard(0), shard(1), 2};
   nonfinite.nonfinite = true;
   v.push_back(nonfinite);
@@ -415,38 +424,40 @@ TEST(ShardedMetricsBatching, IdenticalRequestsShareOneCollective) {
     double a = 0, b = 0;
   };
   std::vector<Counts> counts(topo.world_size());
-  auto run = run_thread_ranks(topo, checked(), [&](int rank, RankGroups& groups, RankStatus&,
-                                                   testing::Expect&, testing::RankOutcome&) {
-    const RankCoordinates co = topo.coordinates(rank);
-    const at::Tensor local = at::full({3, 2, 4}, 1.0 + rank, at::kDouble);
-    const AxisPlacements p = placements_for_forward_observation(0, 0, 1, 3, 2, 2, 2);
-    (void)co;
-    auto l2 = [](const char* name, SourceKind k) {
-      return make_logical_metric(LogicalStatistic::l2, name, KindSet{k}, LabelScope::layer);
-    };
-    auto calls = [&] {
-      return groups.tp->calls_issued() + groups.cp->calls_issued() + groups.dp->calls_issued();
-    };
-    for (int variant = 0; variant < 2; ++variant) {
-      std::vector<std::shared_ptr<const Metric>> metrics = {
-          l2("a", SourceKind::residual_accumulator)};
-      if (variant == 1) metrics.push_back(l2("b", SourceKind::residual_contribution));
-      MetricCollector collector(metrics, topo, rank);
-      for (int layer = 0; layer < 3; ++layer)
-        for (SourceKind k : {SourceKind::residual_accumulator, SourceKind::residual_contribution})
-          collector.observe_placed({"decoder.layers." + std::to_string(layer), "x", k}, local, p,
-                                   1, {0, 0, GraphPhase::eager});
-      MetricExecutor executor(groups);
-      const std::int64_t before = calls();
-      const auto results = collector.commit(executor);
-      (variant ? counts[rank].two : counts[rank].one) = executor.stats();
-      (variant ? counts[rank].calls_two : counts[rank].calls_one) = calls() - before;
-      if (variant == 1) {
-        counts[rank].a = results[3].value;  // a@global
-        counts[rank].b = results.back().value;
-      }
-    }
-  });
+  auto run = run_thread_ranks(
+      topo, checked(),
+      [&](int rank, RankGroups& groups, RankStatus&, testing::Expect&, testing::RankOutcome&) {
+        const RankCoordinates co = topo.coordinates(rank);
+        const at::Tensor local = at::full({3, 2, 4}, 1.0 + rank, at::kDouble);
+        const AxisPlacements p = placements_for_forward_observation(0, 0, 1, 3, 2, 2, 2);
+        (void)co;
+        auto l2 = [](const char* name, SourceKind k) {
+          return make_logical_metric(LogicalStatistic::l2, name, KindSet{k}, LabelScope::layer);
+        };
+        auto calls = [&] {
+          return groups.tp->calls_issued() + groups.cp->calls_issued() + groups.dp->calls_issued();
+        };
+        for (int variant = 0; variant < 2; ++variant) {
+          std::vector<std::shared_ptr<const Metric>> metrics = {
+              l2("a", SourceKind::residual_accumulator)};
+          if (variant == 1) metrics.push_back(l2("b", SourceKind::residual_contribution));
+          MetricCollector collector(metrics, topo, rank);
+          for (int layer = 0; layer < 3; ++layer)
+            for (SourceKind k :
+                 {SourceKind::residual_accumulator, SourceKind::residual_contribution})
+              collector.observe_placed({"decoder.layers." + std::to_string(layer), "x", k}, local,
+                                       p, 1, {0, 0, GraphPhase::eager});
+          MetricExecutor executor(groups);
+          const std::int64_t before = calls();
+          const auto results = collector.commit(executor);
+          (variant ? counts[rank].two : counts[rank].one) = executor.stats();
+          (variant ? counts[rank].calls_two : counts[rank].calls_one) = calls() - before;
+          if (variant == 1) {
+            counts[rank].a = results[3].value;  // a@global
+            counts[rank].b = results.back().value;
+          }
+        }
+      });
   ASSERT_EQ(run.report(), "");
   for (const auto& c : counts) {
     // 4 labels (3 layers + global) x 3 axes, one collective per axis.
@@ -466,27 +477,28 @@ TEST(ShardedMetricsBatching, AllGatherRequestsAreStackedGatheredAndUnbound) {
   const ParallelTopology topo(2, 1, 1);
   std::vector<std::vector<double>> gathered(2);
   std::vector<ExecutorStats> stats(2);
-  auto run = run_thread_ranks(topo, checked(), [&](int rank, RankGroups& groups, RankStatus&,
-                                                   testing::Expect&, testing::RankOutcome&) {
-    std::vector<MetricProgram> programs;
-    for (int p = 0; p < 2; ++p) {
-      const at::Tensor piece =
-          at::tensor({10.0 * p + rank, 100.0 * p + rank}, at::kDouble).reshape({2, 1});
-      programs.push_back(
-          {"gather" + std::to_string(p), "global",
-           MetricStep::collect({{piece, Axis::tp, CollectiveKind::all_gather, ReduceOp::sum, 0}},
-                               [&, rank, p](std::vector<at::Tensor> done) {
-                                 const at::Tensor g = done.at(0);  // [4, 1]
-                                 if (rank == 0 && g.size(0) == 4)
-                                   for (int i = 0; i < 4; ++i)
-                                     gathered[p].push_back(g[i][0].item<double>());
-                                 return MetricStep::finished(g.sum());
-                               })});
-    }
-    MetricExecutor executor(groups);
-    executor.run(std::move(programs));
-    stats[rank] = executor.stats();
-  });
+  auto run = run_thread_ranks(
+      topo, checked(),
+      [&](int rank, RankGroups& groups, RankStatus&, testing::Expect&, testing::RankOutcome&) {
+        std::vector<MetricProgram> programs;
+        for (int p = 0; p < 2; ++p) {
+          const at::Tensor piece =
+              at::tensor({10.0 * p + rank, 100.0 * p + rank}, at::kDouble).reshape({2, 1});
+          programs.push_back({"gather" + std::to_string(p), "global",
+                              MetricStep::collect(
+                                  {{piece, Axis::tp, CollectiveKind::all_gather, ReduceOp::sum, 0}},
+                                  [&, rank, p](std::vector<at::Tensor> done) {
+                                    const at::Tensor g = done.at(0);  // [4, 1]
+                                    if (rank == 0 && g.size(0) == 4)
+                                      for (int i = 0; i < 4; ++i)
+                                        gathered[p].push_back(g[i][0].item<double>());
+                                    return MetricStep::finished(g.sum());
+                                  })});
+        }
+        MetricExecutor executor(groups);
+        executor.run(std::move(programs));
+        stats[rank] = executor.stats();
+      });
   ASSERT_EQ(run.report(), "");
   EXPECT_EQ(gathered[0], (std::vector<double>{0, 0, 1, 1}));
   EXPECT_EQ(gathered[1], (std::vector<double>{10, 100, 11, 101}));
@@ -500,27 +512,27 @@ TEST(ShardedMetricsSymmetry, AsymmetricRequestsAreReportedNotHung) {
   const ParallelTopology topo(2, 1, 1);
   GroupOptions o = checked();
   o.timeout = std::chrono::milliseconds(10000);
-  auto run = run_thread_ranks(topo, o, [&](int rank, RankGroups& groups, RankStatus&,
-                                           testing::Expect&, testing::RankOutcome&) {
-    MetricCollector collector(
-        {make_logical_metric(LogicalStatistic::l2, "l2", KindSet{SourceKind::residual_accumulator},
-                             LabelScope::layer)},
-        topo, rank);
-    const AxisPlacements p = placements_for_forward_observation(0, 0, 1, 3, 2, 1, 1);
-    const int layers = rank == 0 ? 2 : 1;
-    for (int layer = 0; layer < layers; ++layer)
-      collector.observe_placed({"decoder.layers." + std::to_string(layer), "residual_accumulator",
-                                SourceKind::residual_accumulator},
-                               at::ones({2, 1, 3}), p, 1, {0, 0, GraphPhase::eager});
-    MetricExecutor executor(groups);
-    collector.commit(executor);
-  });
+  auto run = run_thread_ranks(
+      topo, o,
+      [&](int rank, RankGroups& groups, RankStatus&, testing::Expect&, testing::RankOutcome&) {
+        MetricCollector collector(
+            {make_logical_metric(LogicalStatistic::l2, "l2",
+                                 KindSet{SourceKind::residual_accumulator}, LabelScope::layer)},
+            topo, rank);
+        const AxisPlacements p = placements_for_forward_observation(0, 0, 1, 3, 2, 1, 1);
+        const int layers = rank == 0 ? 2 : 1;
+        for (int layer = 0; layer < layers; ++layer)
+          collector.observe_placed({"decoder.layers." + std::to_string(layer),
+                                    "residual_accumulator", SourceKind::residual_accumulator},
+                                   at::ones({2, 1, 3}), p, 1, {0, 0, GraphPhase::eager});
+        MetricExecutor executor(groups);
+        collector.commit(executor);
+      });
   // Reported, not hung: a hang would end in the 10 s group timeout
   // (CollectiveTimeout), so the error kind is the real assertion, not the time.
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(run.outcomes[rank].error_kind, "CollectiveMismatch") << run.report();
-    EXPECT_NE(run.outcomes[rank].error.find("collective mismatch on tp group"),
-              std::string::npos)
+    EXPECT_NE(run.outcomes[rank].error.find("collective mismatch on tp group"), std::string::npos)
         << run.outcomes[rank].error;
   }
 }

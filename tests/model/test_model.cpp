@@ -50,13 +50,17 @@ at::Tensor positions(std::int64_t s) { return at::arange(s, at::kLong); }
 // ------------------------------------------------------------------ init
 TEST(DeterministicInit, DependsOnlyOnSeedAndName) {
   at::Tensor a = full_parameter(1, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble);
-  EXPECT_TRUE(at::equal(a, full_parameter(1, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
-  EXPECT_FALSE(at::equal(a, full_parameter(2, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
-  EXPECT_FALSE(at::equal(a, full_parameter(1, "y.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
+  EXPECT_TRUE(
+      at::equal(a, full_parameter(1, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
+  EXPECT_FALSE(
+      at::equal(a, full_parameter(2, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
+  EXPECT_FALSE(
+      at::equal(a, full_parameter(1, "y.weight", {4, 3}, InitKind::normal, 0.02, at::kDouble)));
   // Drawn in fp64 whatever the dtype: fp32 is the rounded fp64 tensor.
   EXPECT_TRUE(at::equal(full_parameter(1, "x.weight", {4, 3}, InitKind::normal, 0.02, at::kFloat),
                         a.to(at::kFloat)));
-  at::Tensor ones = full_parameter(1, "n.weight", {64}, InitKind::ones_plus_noise, 0.02, at::kDouble);
+  at::Tensor ones =
+      full_parameter(1, "n.weight", {64}, InitKind::ones_plus_noise, 0.02, at::kDouble);
   EXPECT_NEAR(ones.mean().item<double>(), 1.0, 0.02);
 }
 
@@ -410,8 +414,8 @@ TEST(ModelObservationSites, SevenFieldsPerSiteOncePerMicrobatchInOrder) {
     }
   }
   const std::vector<std::int64_t> hidden_shape{c.seq, c.micro_batch, c.hidden};
-  std::vector<std::tuple<std::string, std::string, SourceKind, OptionalDim,
-                         std::vector<std::int64_t>>>
+  std::vector<
+      std::tuple<std::string, std::string, SourceKind, OptionalDim, std::vector<std::int64_t>>>
       expect;
   for (int l = 0; l < 2; ++l) {
     const std::string L = "decoder.layers." + std::to_string(l);
@@ -425,8 +429,8 @@ TEST(ModelObservationSites, SevenFieldsPerSiteOncePerMicrobatchInOrder) {
                         hidden_shape);
     expect.emplace_back(L, "residual_accumulator", SourceKind::residual_accumulator, std::nullopt,
                         hidden_shape);
-    expect.emplace_back(L, "residual_contribution", SourceKind::residual_contribution,
-                        std::nullopt, hidden_shape);
+    expect.emplace_back(L, "residual_contribution", SourceKind::residual_contribution, std::nullopt,
+                        hidden_shape);
   }
   expect.emplace_back("output_layer", "output_logits", SourceKind::output_logits, -1,
                       std::vector<std::int64_t>{c.seq, c.micro_batch, c.vocab});
@@ -456,8 +460,8 @@ TEST(ModelObservationSites, RuntimeGatherOverrideLabelsTheLogits) {
   MicrobatchData d = microbatch_data(c.seed, 0, c.seq, c.micro_batch, c.vocab);
   {
     auto scope = capture_tensor_observations(rec.callback(), KindSet{SourceKind::output_logits});
-    model.forward(d.tokens, positions(c.seq));                // constructor: gathered
-    model.forward(d.tokens, positions(c.seq), false);         // runtime wins: not gathered
+    model.forward(d.tokens, positions(c.seq));         // constructor: gathered
+    model.forward(d.tokens, positions(c.seq), false);  // runtime wins: not gathered
     model.forward(d.tokens, positions(c.seq), true);
   }
   ASSERT_EQ(rec.seen.size(), 3u);

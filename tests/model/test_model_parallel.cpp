@@ -38,7 +38,7 @@ struct MicrobatchResult {
 };
 
 struct RankResult {
-  double loss = 0;  // the global loss (all-reduced over CP and DP)
+  double loss = 0;                          // the global loss (all-reduced over CP and DP)
   std::map<std::string, at::Tensor> grads;  // full tensors
   std::vector<MicrobatchResult> microbatches;
 };
@@ -158,8 +158,8 @@ struct Case {
 };
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return "tp" + std::to_string(c.tp) + "_cp" + std::to_string(c.cp) + "_dp" +
-         std::to_string(c.dp) + (c.sp ? "_sp_" : "_") + std::string(to_string(c.act)) + "_" +
+  return "tp" + std::to_string(c.tp) + "_cp" + std::to_string(c.cp) + "_dp" + std::to_string(c.dp) +
+         (c.sp ? "_sp_" : "_") + std::string(to_string(c.act)) + "_" +
          std::string(to_string(c.norm));
 }
 void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }
@@ -215,7 +215,9 @@ void expect_sharded_run_equals_single_rank_run(const ModelConfig& c, int tp, int
         OptionalDim expect_tp;
         switch (o.kind) {
           case SourceKind::attention_context:
-          case SourceKind::output_logits: expect_tp = -1; break;
+          case SourceKind::output_logits:
+            expect_tp = -1;
+            break;
           default:
             expect_tp = c.sequence_parallel ? OptionalDim(0) : std::nullopt;
         }

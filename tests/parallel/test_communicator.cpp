@@ -88,7 +88,7 @@ TEST(RankStatus, RecordsStateLastCollectiveErrorAndProgress) {
   s.leave_collective();
   EXPECT_EQ(s.state(), RankState::running);
   EXPECT_EQ(s.last_collective(), "barrier on cp, #2");  // the last one entered stays
-  s.set_error(std::string(2000, 'x'));                   // truncated, NUL-terminated
+  s.set_error(std::string(2000, 'x'));                  // truncated, NUL-terminated
   EXPECT_EQ(s.error(), std::string(sizeof(record.error) - 1, 'x'));
   s.set_state(RankState::failed);
   EXPECT_EQ(s.state(), RankState::failed);
@@ -412,16 +412,18 @@ TEST(Communicator, AsymmetricCollectiveFaultChangesOnlyTheLastRanksSequence) {
 
 TEST(Communicator, ConstructionChecksTheGroup) {
   EXPECT_THROW(Communicator(Axis::tp, {0, 1}, 0, nullptr, nullptr, {}), std::invalid_argument);
-  EXPECT_THROW(Communicator(Axis::tp, {0, 1}, 2, std::make_unique<FakeTransport>(0, 2), nullptr, {}),
-               std::invalid_argument);
-  EXPECT_THROW(Communicator(Axis::tp, {0, 1}, 0, std::make_unique<FakeTransport>(1, 2), nullptr, {}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      Communicator(Axis::tp, {0, 1}, 2, std::make_unique<FakeTransport>(0, 2), nullptr, {}),
+      std::invalid_argument);
+  EXPECT_THROW(
+      Communicator(Axis::tp, {0, 1}, 0, std::make_unique<FakeTransport>(1, 2), nullptr, {}),
+      std::invalid_argument);
 }
 
 class NeverCalledFactory : public TransportFactory {
  public:
-  std::unique_ptr<CollectiveTransport> create(const Rendezvous&, const std::string& name, int,
-                                              int, std::chrono::milliseconds) override {
+  std::unique_ptr<CollectiveTransport> create(const Rendezvous&, const std::string& name, int, int,
+                                              std::chrono::milliseconds) override {
     throw std::logic_error("transport requested for " + name);
   }
 };

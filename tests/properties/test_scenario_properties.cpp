@@ -42,7 +42,8 @@ LaunchOptions launch_options() {
 rc::detail::TestParams params_with_default(int default_cases) {
   rc::detail::TestParams p = rc::detail::configuration().testParams;
   const char* env = std::getenv("RC_PARAMS");
-  if (!env || std::string(env).find("max_success") == std::string::npos) p.maxSuccess = default_cases;
+  if (!env || std::string(env).find("max_success") == std::string::npos)
+    p.maxSuccess = default_cases;
   return p;
 }
 
@@ -59,7 +60,7 @@ void save_failure(const std::string& property, const Failure& f, const std::stri
   meta.about = {{"property", property}, {"reason", f.reason}};
   if (!reproduce.empty()) meta.about["reproduce"] = "RC_PARAMS=\"" + reproduce + "\"";
   files::write_atomically(std::string(dir) + "/" + property + ".json",
-                             checks::scenario_file_json(f.scenario, meta).dump(2) + "\n");
+                          checks::scenario_file_json(f.scenario, meta).dump(2) + "\n");
 }
 
 struct SearchOptions {
@@ -150,7 +151,8 @@ RC_GTEST_PROP(ScenarioGenerators, EveryScenarioIsValid, ()) {
   RC_ASSERT(scenario.world_size() <= 16);
   RC_ASSERT(!scenario.metrics.empty());
   RC_ASSERT(scenario.launch != LaunchMode::processes || scenario.world_size() <= 2);
-  RC_TAG(std::string(to_string(scenario.graphs)), std::string(to_string(scenario.recompute_spec().kind)));
+  RC_TAG(std::string(to_string(scenario.graphs)),
+         std::string(to_string(scenario.recompute_spec().kind)));
 }
 
 RC_GTEST_PROP(ScenarioGenerators, EveryPipelineScenarioIsValid, ()) {
@@ -376,7 +378,8 @@ TEST(ScenarioPropertySuite, SavesTheShrunkFailureAndReproReplaysIt) {
   checks::ScenarioMeta meta;
   const nlohmann::json j = checks::read_scenario_file(saved, &meta);
   EXPECT_EQ(meta.about["property"], "sharded_reduction");
-  EXPECT_NE(meta.about["reproduce"].get<std::string>().find("RC_PARAMS=\"reproduce="), std::string::npos);
+  EXPECT_NE(meta.about["reproduce"].get<std::string>().find("RC_PARAMS=\"reproduce="),
+            std::string::npos);
   EXPECT_EQ(j["inject"], nlohmann::json::array({"sp-residual-mislabel"}));
   const char* argv[] = {"parity", "repro", saved.c_str()};
   std::ostringstream out, err;

@@ -109,7 +109,8 @@ struct Model {
   bool notify(const std::string& owner, std::string_view name, SourceKind kind, OptionalDim tp,
               OptionalDim seq, OptionalDim batch, const std::string& tensor) {
     if (!observing(kind)) return false;
-    trace.push_back(notification_line(stack.back().capture_id, owner, name, kind, tp, seq, batch, tensor));
+    trace.push_back(
+        notification_line(stack.back().capture_id, owner, name, kind, tp, seq, batch, tensor));
     return stack.back().callback_throws;
   }
   // Runs a scope's body in `frame`; true when a Boom left it.
@@ -133,14 +134,17 @@ struct Model {
           break;
         case Op::residuals: {
           const std::string& owner = residual_owner(s.sequence_parallel).canonical_name();
-          const OptionalDim tp = s.sequence_parallel.value_or(false) ? OptionalDim(0) : std::nullopt;
+          const OptionalDim tp =
+              s.sequence_parallel.value_or(false) ? OptionalDim(0) : std::nullopt;
           threw = notify(owner, "residual_accumulator", SourceKind::residual_accumulator, tp, 0, 1,
                          "same") ||
                   notify(owner, "residual_contribution", SourceKind::residual_contribution, tp, 0,
                          1, "fresh");
           break;
         }
-        case Op::throw_boom: threw = true; break;
+        case Op::throw_boom:
+          threw = true;
+          break;
         case Op::capture:
           inner.capture_id = s.id;
           inner.kinds = s.kinds;
@@ -151,7 +155,9 @@ struct Model {
           inner.suspended = true;
           threw = scope(inner, s.body);
           break;
-        case Op::grad_mode: threw = scope(inner, s.body); break;
+        case Op::grad_mode:
+          threw = scope(inner, s.body);
+          break;
         case Op::catch_boom:
           if (run(s.body)) trace.push_back("caught Boom");
           break;
@@ -182,18 +188,21 @@ struct RealRun {
   void probe() {
     KindSet answered;
     for (int i = 0; i < kSourceKindCount; ++i)
-      if (is_observing_tensor(static_cast<SourceKind>(i))) answered.insert(static_cast<SourceKind>(i));
+      if (is_observing_tensor(static_cast<SourceKind>(i)))
+        answered.insert(static_cast<SourceKind>(i));
     const detail::ObservationState& st = detail::observation_state;
     trace.push_back(probe_line(answered, st.suspended, st.active != nullptr, st.live_kinds));
   }
 
   std::string tensor_check(std::string_view name, const at::Tensor& t) const {
-    if (name != "residual_contribution") return &t == expected_object ? "same" : "not the caller's object";
+    if (name != "residual_contribution")
+      return &t == expected_object ? "same" : "not the caller's object";
     if (t.requires_grad()) return "contribution requires grad";
     if (t.data_ptr() == accumulator.data_ptr() || t.data_ptr() == output.data_ptr())
       return "contribution aliases an input";
-    return (t.sizes() == accumulator.sizes() && (t == 2.0).all().item<bool>()) ? "fresh"
-                                                                                : "contribution wrong";
+    return (t.sizes() == accumulator.sizes() && (t == 2.0).all().item<bool>())
+               ? "fresh"
+               : "contribution wrong";
   }
 
   TensorObservationCallback callback(const Step& capture) {
@@ -227,7 +236,8 @@ struct RealRun {
         expected_object = &accumulator;
         observe_layer_residuals(residual_owner(s.sequence_parallel), accumulator, output);
         return;
-      case Op::throw_boom: throw Boom();
+      case Op::throw_boom:
+        throw Boom();
       case Op::capture:
         return scope([&] {
           auto c = capture_tensor_observations(callback(s), s.kinds);
@@ -316,17 +326,21 @@ std::string run_and_compare(const ThreadPrograms& p, bool inject_grad_mode_gatin
     }
     for (std::thread& w : workers) w.join();
     for (int i = 0; i < kSourceKindCount; ++i)
-      if (is_observing_tensor(static_cast<SourceKind>(i))) answered_while_open.insert(static_cast<SourceKind>(i));
+      if (is_observing_tensor(static_cast<SourceKind>(i)))
+        answered_while_open.insert(static_cast<SourceKind>(i));
   }
   std::ostringstream failures;
   if (reached_test_thread != 0)
-    failures << reached_test_thread << " notifications of worker threads reached the test thread's callback\n";
+    failures << reached_test_thread
+             << " notifications of worker threads reached the test thread's callback\n";
   if (answered_while_open != KindSet::all())
-    failures << "the test thread's own capture changed: is_observing=" << kinds_text(answered_while_open) << "\n";
+    failures << "the test thread's own capture changed: is_observing="
+             << kinds_text(answered_while_open) << "\n";
   if (detail::observation_state.active != nullptr || detail::observation_state.suspended ||
       detail::observation_state.live_kinds != 0)
     failures << "the test thread's state is not empty after its capture closed\n";
-  for (std::size_t t = 0; t < n; ++t) failures << first_difference(t, model_trace(p.threads[t]), actual[t]);
+  for (std::size_t t = 0; t < n; ++t)
+    failures << first_difference(t, model_trace(p.threads[t]), actual[t]);
   return failures.str();
 }
 
@@ -339,8 +353,8 @@ void tag_coverage(const std::vector<Step>& block, bool in_capture, bool in_no_gr
     if (s.op == Op::observe && in_capture && in_no_grad) tags.push_back("observe under no_grad");
     if (s.op == Op::throw_boom && (in_capture || in_suspend)) tags.push_back("throw in a scope");
     tag_coverage(s.body, in_capture || s.op == Op::capture,
-                 s.op == Op::grad_mode ? !s.grad_enabled : in_no_grad, in_suspend || s.op == Op::suspend,
-                 tags);
+                 s.op == Op::grad_mode ? !s.grad_enabled : in_no_grad,
+                 in_suspend || s.op == Op::suspend, tags);
   }
 }
 
@@ -351,8 +365,8 @@ void scope_semantics_case(bool inject_grad_mode_gating) {
   const ThreadPrograms programs = *gen_thread_programs();
   std::vector<std::string> tags;
   for (const auto& t : programs.threads) tag_coverage(t, false, false, false, tags);
-  for (const char* tag : {"capture in capture", "capture in suspend", "observe under no_grad",
-                          "throw in a scope"})
+  for (const char* tag :
+       {"capture in capture", "capture in suspend", "observe under no_grad", "throw in a scope"})
     RC_CLASSIFY(std::find(tags.begin(), tags.end(), tag) != tags.end(), tag);
   const std::string failures = run_and_compare(programs, inject_grad_mode_gating);
   if (!failures.empty()) RC_FAIL(failures);
@@ -366,12 +380,13 @@ RC_GTEST_PROP(ScopeSemantics, scope_semantics_random_programs_on_threads_follow_
 // (observation skipped while grad mode is off, the code-path fault
 // grad-mode-gating) the same search finds a counterexample, a no_grad step.
 TEST(ScopeSemantics, scope_semantics_catches_grad_mode_gating) {
-  const scenarios::QuietSearch search = scenarios::search_quietly(
-      "ScopeSemantics/scope_semantics_catches_grad_mode_gating",
-      [] { scope_semantics_case(/*inject_grad_mode_gating=*/true); });
+  const scenarios::QuietSearch search =
+      scenarios::search_quietly("ScopeSemantics/scope_semantics_catches_grad_mode_gating",
+                                [] { scope_semantics_case(/*inject_grad_mode_gating=*/true); });
   ASSERT_TRUE(search.failed) << "grad-mode-gating was not caught:\n" << search.message;
   std::cout << "caught, as expected:\n" << search.message << std::endl;
-  EXPECT_NE(search.message.find("no_grad"), std::string::npos) << "the counterexample has no no_grad step";
+  EXPECT_NE(search.message.find("no_grad"), std::string::npos)
+      << "the counterexample has no no_grad step";
 }
 
 }  // namespace

@@ -231,7 +231,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, RecomputeInvariance, ::testing::ValuesIn(all_
 // The sites observed, in notification order, as "mb:owner.name".
 std::vector<std::string> sequence_of(const RunResult& r) {
   std::vector<std::string> out;
-  for (const Seen& s : r.seen) out.push_back(std::to_string(s.microbatch) + ":" + s.owner + "." + s.name);
+  for (const Seen& s : r.seen)
+    out.push_back(std::to_string(s.microbatch) + ":" + s.owner + "." + s.name);
   return out;
 }
 
@@ -365,7 +366,7 @@ TEST(RecomputeCheckpoint, RunsTwiceNoGradThenGradObservedOnceAndRestoresRng) {
   EXPECT_EQ(grad_modes, (std::vector<bool>{false, true}));
   EXPECT_EQ(observed, 1);  // the recomputation is suspended
   EXPECT_TRUE(at::equal(xc.grad(), gx));
-  EXPECT_TRUE(at::equal(w.grad(), gw));  // the dropout mask was reproduced
+  EXPECT_TRUE(at::equal(w.grad(), gw));                     // the dropout mask was reproduced
   EXPECT_EQ(rng->snapshot().states, after_forward.states);  // the tracker is put back
 
   // Graph warmup/capture: bypassed, run once with grad on.
@@ -450,9 +451,9 @@ TEST(RecomputeInvarianceParallel, TensorParallelWithSequenceParallelAndDropout) 
   const auto plain_ranks = run_tp(plain_cfg, 2);
   ASSERT_EQ(plain_ranks.report(), "");
   const std::vector<RunResult>& plain = plain_ranks.results;
-  for (const Variant& v : {Variant{"full_uniform_1", RecomputeKind::full_uniform, 1, {}, 2},
-                           Variant{"selective_all", RecomputeKind::selective, 1,
-                                   variants()[8].modules, 8}}) {
+  for (const Variant& v :
+       {Variant{"full_uniform_1", RecomputeKind::full_uniform, 1, {}, 2},
+        Variant{"selective_all", RecomputeKind::selective, 1, variants()[8].modules, 8}}) {
     SCOPED_TRACE(v.name);
     const auto ckpt_ranks = run_tp(with_variant(plain_cfg, v), 2);
     ASSERT_EQ(ckpt_ranks.report(), "");

@@ -79,43 +79,44 @@ TEST_P(GlooCollectives, EveryCollectiveMatchesADirectComputationOnEveryAxis) {
   ParallelTopology topo(2, 2, 2);
   GroupOptions options;
   options.timeout = std::chrono::seconds(20);
-  auto run = run_thread_ranks(topo, options, [&](int rank, RankGroups& g, RankStatus&,
-                                                  Expect& expect, RankOutcome&) {
-    for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
-      Communicator& c = g.get(axis);
-      const std::vector<int> ranks = topo.group_ranks(rank, axis);
-      const std::string where = std::string(to_string(axis)) + " ";
-      const at::Tensor x = input_of(rank, axis, dtype);
-      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
-        at::Tensor got = c.all_reduce(x, op);
-        expect(same(got, direct_reduce(ranks, axis, dtype, op)),
-               where + "all_reduce " + std::string(to_string(op)) + " got " + str(got));
-      }
-      for (std::int64_t dim : {0, 1}) {
-        std::vector<at::Tensor> parts;
-        for (int r : ranks) parts.push_back(input_of(r, axis, dtype));
-        at::Tensor got = c.all_gather(x, dim);
-        expect(same(got, at::cat(parts, dim)),
-               where + "all_gather dim " + std::to_string(dim) + " got " + str(got));
-      }
-      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
-        for (std::int64_t dim : {0, 1}) {
-          const at::Tensor full = direct_reduce(ranks, axis, dtype, op);
-          const std::int64_t chunk = full.size(dim) / c.size();
-          at::Tensor want = full.narrow(dim, c.rank() * chunk, chunk);
-          at::Tensor got = c.reduce_scatter(x, dim, op);
-          expect(same(got, want), where + "reduce_scatter " + std::string(to_string(op)) +
-                                      " dim " + std::to_string(dim) + " got " + str(got));
+  auto run = run_thread_ranks(
+      topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect& expect, RankOutcome&) {
+        for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
+          Communicator& c = g.get(axis);
+          const std::vector<int> ranks = topo.group_ranks(rank, axis);
+          const std::string where = std::string(to_string(axis)) + " ";
+          const at::Tensor x = input_of(rank, axis, dtype);
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+            at::Tensor got = c.all_reduce(x, op);
+            expect(same(got, direct_reduce(ranks, axis, dtype, op)),
+                   where + "all_reduce " + std::string(to_string(op)) + " got " + str(got));
+          }
+          for (std::int64_t dim : {0, 1}) {
+            std::vector<at::Tensor> parts;
+            for (int r : ranks) parts.push_back(input_of(r, axis, dtype));
+            at::Tensor got = c.all_gather(x, dim);
+            expect(same(got, at::cat(parts, dim)),
+                   where + "all_gather dim " + std::to_string(dim) + " got " + str(got));
+          }
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+            for (std::int64_t dim : {0, 1}) {
+              const at::Tensor full = direct_reduce(ranks, axis, dtype, op);
+              const std::int64_t chunk = full.size(dim) / c.size();
+              at::Tensor want = full.narrow(dim, c.rank() * chunk, chunk);
+              at::Tensor got = c.reduce_scatter(x, dim, op);
+              expect(same(got, want), where + "reduce_scatter " + std::string(to_string(op)) +
+                                          " dim " + std::to_string(dim) + " got " + str(got));
+            }
+          }
+          const int root = c.size() - 1;
+          at::Tensor got = c.broadcast(x, root);
+          expect(same(got, input_of(ranks[root], axis, dtype)),
+                 where + "broadcast got " + str(got));
+          c.barrier();
+          // The input is never written to.
+          expect(same(x, input_of(rank, axis, dtype)), where + "input was modified");
         }
-      }
-      const int root = c.size() - 1;
-      at::Tensor got = c.broadcast(x, root);
-      expect(same(got, input_of(ranks[root], axis, dtype)), where + "broadcast got " + str(got));
-      c.barrier();
-      // The input is never written to.
-      expect(same(x, input_of(rank, axis, dtype)), where + "input was modified");
-    }
-  });
+      });
   EXPECT_EQ(run.report(), "");
 }
 
@@ -126,22 +127,23 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GlooCollectives,
 TEST(GlooRuntime, EachRanksGroupsHoldTheRightGlobalRanks) {
   at::set_num_threads(1);
   ParallelTopology topo(2, 2, 2);
-  auto run = run_thread_ranks(topo, GroupOptions{}, [&](int rank, RankGroups& g, RankStatus&,
-                                                         Expect& expect, RankOutcome&) {
-    for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
-      Communicator& c = g.get(axis);
-      const auto want = topo.group_ranks(rank, axis);
-      expect(c.axis() == axis, "axis");
-      expect(c.global_ranks() == want, std::string(to_string(axis)) + " ranks");
-      expect(c.global_ranks()[c.rank()] == rank, "rank in group");
-      // The groups really connect those ranks: gather every member's global rank.
-      at::Tensor ids = c.all_gather(at::full({1}, rank, at::kLong), 0);
-      expect(std::vector<std::int64_t>(ids.data_ptr<std::int64_t>(),
-                                       ids.data_ptr<std::int64_t>() + ids.numel()) ==
-                 std::vector<std::int64_t>(want.begin(), want.end()),
-             std::string(to_string(axis)) + " gathered ranks");
-    }
-  });
+  auto run = run_thread_ranks(
+      topo, GroupOptions{},
+      [&](int rank, RankGroups& g, RankStatus&, Expect& expect, RankOutcome&) {
+        for (Axis axis : {Axis::tp, Axis::cp, Axis::dp, Axis::world}) {
+          Communicator& c = g.get(axis);
+          const auto want = topo.group_ranks(rank, axis);
+          expect(c.axis() == axis, "axis");
+          expect(c.global_ranks() == want, std::string(to_string(axis)) + " ranks");
+          expect(c.global_ranks()[c.rank()] == rank, "rank in group");
+          // The groups really connect those ranks: gather every member's global rank.
+          at::Tensor ids = c.all_gather(at::full({1}, rank, at::kLong), 0);
+          expect(std::vector<std::int64_t>(ids.data_ptr<std::int64_t>(),
+                                           ids.data_ptr<std::int64_t>() + ids.numel()) ==
+                     std::vector<std::int64_t>(want.begin(), want.end()),
+                 std::string(to_string(axis)) + " gathered ranks");
+        }
+      });
   EXPECT_EQ(run.report(), "");
   // Rank 5 = (tp=1, cp=0, dp=1).
   EXPECT_EQ(topo.group_ranks(5, Axis::tp), (std::vector<int>{4, 5}));
@@ -183,11 +185,11 @@ TEST(GlooRuntime, FingerprintsCatchTheSameOpWithDifferentShapes) {
   GroupOptions options;
   options.timeout = std::chrono::seconds(10);
   options.communicator.check_collectives = true;
-  auto run = run_thread_ranks(topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect&,
-                                                  RankOutcome&) {
-    // Only global rank 6 differs, on the world group.
-    g.world->all_reduce(at::ones({rank == 6 ? 5 : 4, 2}, at::kDouble), ReduceOp::max);
-  });
+  auto run = run_thread_ranks(
+      topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect&, RankOutcome&) {
+        // Only global rank 6 differs, on the world group.
+        g.world->all_reduce(at::ones({rank == 6 ? 5 : 4, 2}, at::kDouble), ReduceOp::max);
+      });
   for (int r = 0; r < 8; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(run.outcomes[r].error_kind, "CollectiveMismatch") << run.report();
@@ -299,24 +301,25 @@ TEST(GlooRuntime, SequenceNumbersAndLastCollectiveFollowTheCalls) {
   ParallelTopology topo(2, 2, 2);
   GroupOptions options;
   options.communicator.check_collectives = true;  // the exchange does not count as a call
-  auto run = run_thread_ranks(topo, options, [&](int rank, RankGroups& g, RankStatus& status,
-                                                  Expect& expect, RankOutcome&) {
-    expect(status.last_collective().empty(), "no collective yet");
-    g.tp->all_reduce(at::ones({2, 3}), ReduceOp::sum);
-    expect(status.last_collective() == "all_reduce(sum) on tp, float32 [2, 3], #0",
-           "after tp all_reduce: " + status.last_collective());
-    g.tp->all_gather(at::ones({3}, at::kDouble), 0);
-    g.cp->barrier();
-    g.world->broadcast(at::ones({1}, at::kLong), 2);
-    g.tp->reduce_scatter(at::ones({4, 2}), 0, ReduceOp::max);
-    expect(g.tp->calls_issued() == 3, "tp calls " + std::to_string(g.tp->calls_issued()));
-    expect(g.cp->calls_issued() == 1, "cp calls");
-    expect(g.dp->calls_issued() == 0, "dp calls");
-    expect(g.world->calls_issued() == 1, "world calls");
-    expect(status.last_collective() == "reduce_scatter(max, dim 0) on tp, float32 [4, 2], #2",
-           "last: " + status.last_collective());
-    expect(status.state() == RankState::running, "state after leaving");
-  });
+  auto run = run_thread_ranks(
+      topo, options,
+      [&](int rank, RankGroups& g, RankStatus& status, Expect& expect, RankOutcome&) {
+        expect(status.last_collective().empty(), "no collective yet");
+        g.tp->all_reduce(at::ones({2, 3}), ReduceOp::sum);
+        expect(status.last_collective() == "all_reduce(sum) on tp, float32 [2, 3], #0",
+               "after tp all_reduce: " + status.last_collective());
+        g.tp->all_gather(at::ones({3}, at::kDouble), 0);
+        g.cp->barrier();
+        g.world->broadcast(at::ones({1}, at::kLong), 2);
+        g.tp->reduce_scatter(at::ones({4, 2}), 0, ReduceOp::max);
+        expect(g.tp->calls_issued() == 3, "tp calls " + std::to_string(g.tp->calls_issued()));
+        expect(g.cp->calls_issued() == 1, "cp calls");
+        expect(g.dp->calls_issued() == 0, "dp calls");
+        expect(g.world->calls_issued() == 1, "world calls");
+        expect(status.last_collective() == "reduce_scatter(max, dim 0) on tp, float32 [4, 2], #2",
+               "last: " + status.last_collective());
+        expect(status.state() == RankState::running, "state after leaving");
+      });
   EXPECT_EQ(run.report(), "");
 }
 
@@ -417,7 +420,10 @@ TEST(GlooRuntime, TcpStoreBindAndConnectFailuresSaySoPlainly) {
     ADD_FAILURE() << "connected to a closed port";
   } catch (const RendezvousError& e) {
     const std::string m = e.what();
-    EXPECT_EQ(m.rfind("cannot connect to TCPStore on 127.0.0.1:" + std::to_string(free_port) + ": ", 0), 0u) << m;
+    EXPECT_EQ(
+        m.rfind("cannot connect to TCPStore on 127.0.0.1:" + std::to_string(free_port) + ": ", 0),
+        0u)
+        << m;
   }
   ::close(held);
 }
@@ -427,11 +433,11 @@ TEST(GlooRuntime, SixteenRanksCreateTheirGroups) {
   ParallelTopology topo(2, 2, 4);
   GroupOptions options;
   options.timeout = std::chrono::seconds(30);
-  auto run = run_thread_ranks(topo, options, [&](int rank, RankGroups& g, RankStatus&,
-                                                  Expect& expect, RankOutcome&) {
-    at::Tensor s = g.world->all_reduce(at::ones({1}), ReduceOp::sum);
-    expect(s.item<float>() == 16.0f, "world sum");
-  });
+  auto run = run_thread_ranks(
+      topo, options, [&](int rank, RankGroups& g, RankStatus&, Expect& expect, RankOutcome&) {
+        at::Tensor s = g.world->all_reduce(at::ones({1}), ReduceOp::sum);
+        expect(s.item<float>() == 16.0f, "world sum");
+      });
   EXPECT_EQ(run.report(), "");
   ::testing::Test::RecordProperty("group_setup_ms", std::to_string(int(run.setup_seconds * 1000)));
   std::cout << "[ parity   ] 16 thread ranks (tp2 cp2 dp4): groups created in " << run.setup_seconds
