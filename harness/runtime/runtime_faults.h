@@ -1,9 +1,10 @@
 #pragma once
 // Injected faults (`--inject NAME[=ARG]`): one registry of fault names, each with
 // a one-line doc. Runtime faults (crash-rank, hang-rank, throw-rank) take a rank
-// and fire at the rank program's fault point; code-path faults (later: named
-// known-bad variants such as `sqrt-before-sum`, the negative controls of the
-// properties) take no argument and are queried where the code path lives.
+// and fire at the rank program's fault point; code-path faults (known-bad
+// variants such as `sqrt-before-sum`, the properties' negative controls, listed in
+// harness/faults/code_path_faults.def) take no argument and are queried where the
+// code path lives.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

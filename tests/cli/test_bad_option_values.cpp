@@ -162,7 +162,7 @@ TEST(CommandLine, EveryOptionHasABadValueCase) {
   EXPECT_EQ(covered.size(), run_config_fields().size());
 }
 
-// mutants' own numbers: a negative seed no longer wraps.
+// mutants' own numbers: a negative seed is refused, not wrapped.
 TEST(CommandLine, MutantsOptionsHaveRangeRules) {
   for (const std::vector<std::string>& a :
        std::vector<std::vector<std::string>>{{"mutants", "--seed", "-5"},
