@@ -62,7 +62,7 @@ at::Tensor from_wire(const at::Tensor& y, c10::ScalarType original) {
 
 class GlooTransport final : public CollectiveTransport {
  public:
-  GlooTransport(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+  GlooTransport(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                 std::chrono::milliseconds timeout, std::string name)
       : rank_(rank), size_(size), timeout_(timeout), name_(std::move(name)) {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);

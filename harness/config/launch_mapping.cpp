@@ -28,6 +28,7 @@ LaunchSpec launch_spec_from(const RunConfig& config, const LaunchOptions& option
 
 std::vector<ConfigViolation> to_violations(const std::vector<LaunchProblem>& problems) {
   std::vector<ConfigViolation> out;
+  out.reserve(problems.size());
   for (const LaunchProblem& p : problems)
     out.push_back({p.field, p.value, p.rule,
                    p.environment ? ConfigViolation::Kind::env : ConfigViolation::Kind::text});

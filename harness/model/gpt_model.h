@@ -181,7 +181,7 @@ class Norm : public Module {
 // projection row-parallel. Owns the attention_context probe.
 class SelfAttention : public Module {
  public:
-  SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params);
+  SelfAttention(const std::string& name, const ModelConfig* config, ParameterFactory& params);
   // x [s(/tp), b, h]; positions [s] global (int64). Returns (output, bias).
   std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x,
                                             const at::Tensor& positions) const;
@@ -197,7 +197,7 @@ class SelfAttention : public Module {
 // one checkpoint; under "mlp" the whole MLP and its probe do.
 class Mlp : public Module {
  public:
-  Mlp(std::string name, const ModelConfig* config, ParameterFactory& params);
+  Mlp(const std::string& name, const ModelConfig* config, ParameterFactory& params);
   std::pair<at::Tensor, at::Tensor> forward(const ModelRuntime& rt, const at::Tensor& x) const;
 
  private:
@@ -221,7 +221,7 @@ class TransformerLayer : public Module {
  public:
   // `index`: the layer's global index (MoeConfig::layers reads it; -1: not a
   // decoder layer, always dense); `parallel` places an MoE layer's experts (its ep rank).
-  TransformerLayer(std::string name, const ModelConfig* config, ParameterFactory& params,
+  TransformerLayer(const std::string& name, const ModelConfig* config, ParameterFactory& params,
                    std::int64_t index = 0, const ParallelContext& parallel = {});
   TransformerLayer(TransformerLayer&&) noexcept;
   ~TransformerLayer() override;

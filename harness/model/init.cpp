@@ -11,7 +11,7 @@ at::Generator seeded(std::uint64_t seed) { return at::make_generator<at::CPUGene
 }  // namespace
 
 at::Tensor full_parameter(std::uint64_t seed, const std::string& name,
-                          std::vector<std::int64_t> shape, InitKind kind, double std,
+                          const std::vector<std::int64_t>& shape, InitKind kind, double std,
                           at::ScalarType dtype) {
   at::Generator gen = seeded(seed_for(seed, name));
   at::Tensor t = at::empty(shape, at::kDouble);
@@ -38,6 +38,7 @@ at::Tensor unshard(const std::vector<at::Tensor>& shards, const ShardSpec& spec)
   std::vector<at::Tensor> blocks;
   for (std::int64_t p = 0; p < spec.parts; ++p) {
     std::vector<at::Tensor> chunks;
+    chunks.reserve(shards.size());
     for (const at::Tensor& s : shards) chunks.push_back(s.chunk(spec.parts, spec.dim)[p]);
     blocks.push_back(at::cat(chunks, spec.dim));
   }

@@ -34,7 +34,7 @@ struct ShardSpec {
 };
 
 at::Tensor full_parameter(std::uint64_t seed, const std::string& name,
-                          std::vector<std::int64_t> shape, InitKind kind, double std,
+                          const std::vector<std::int64_t>& shape, InitKind kind, double std,
                           at::ScalarType dtype);
 at::Tensor shard_of(const at::Tensor& full, const ShardSpec& spec, int rank, int size);
 // The inverse of shard_of over all ranks' shards (in rank order).

@@ -104,13 +104,14 @@ LoadedWeights::LoadedWeights(const std::string& path) : path_(path), description
   for (const std::string& f : per_rank) add_file(f, read_tensor_file(f));
 }
 
-void LoadedWeights::add_file(const std::string& source, NamedTensors all) {
+void LoadedWeights::add_file(const std::string& source, NamedTensors tensors) {
   NamedTensors kept;
   std::set<std::string> seen;
-  for (auto& [name, t] : all) {
+  for (std::pair<std::string, at::Tensor>& entry : tensors) {
+    const std::string& name = entry.first;
     if (ignored(name)) continue;
     if (!seen.insert(name).second) throw WeightsError(source, {name + ": given twice"});
-    kept.emplace_back(name, std::move(t));
+    kept.emplace_back(name, std::move(entry.second));
   }
   files_.push_back(source);
   ranks_.push_back(std::move(kept));

@@ -238,7 +238,7 @@ MegatronCheckpoint assemble(const std::string& where, const std::vector<RankFile
   for (int t = 1; t < tp; ++t)
     for (int p = 0; p < pp; ++p)
       for (int v = 0; v < vpp; ++v) {
-        const RankFile& f = files[static_cast<std::size_t>(t * pp + p)];
+        const RankFile& f = files[static_cast<std::size_t>(t) * pp + p];
         const RankFile& f0 = files[static_cast<std::size_t>(p)];
         const LayerCounts n = count_layers(f.chunks[v]), n0 = count_layers(f0.chunks[v]);
         if (!(n == n0))
@@ -246,6 +246,7 @@ MegatronCheckpoint assemble(const std::string& where, const std::vector<RankFile
                chunk_name(f0, v) + " holds " + std::to_string(n0.decoder));
       }
   std::vector<const RankFile*> stage_files;
+  stage_files.reserve(static_cast<std::size_t>(pp));
   for (int p = 0; p < pp; ++p) stage_files.push_back(&files[static_cast<std::size_t>(p)]);
   bool from_args = false;
   const std::vector<std::vector<LayerCounts>> offsets =
@@ -257,7 +258,7 @@ MegatronCheckpoint assemble(const std::string& where, const std::vector<RankFile
     NamedTensors merged;
     std::unordered_map<std::string, std::string> source_of;
     for (int p = 0; p < pp; ++p) {
-      const RankFile& f = files[static_cast<std::size_t>(t * pp + p)];
+      const RankFile& f = files[static_cast<std::size_t>(t) * pp + p];
       for (int v = 0; v < vpp; ++v)
         for (const auto& [name, tensor] : f.chunks[v]) {
           std::string global = renumbered(name, offsets[p][v]);

@@ -353,7 +353,7 @@ void TopKRouter::update_expert_bias(const ModelRuntime& rt) {
 }
 
 // ---------------------------------------------------------------- experts
-MoELayer::MoELayer(std::string name, const ModelConfig* config, ParameterFactory& params,
+MoELayer::MoELayer(const std::string& name, const ModelConfig* config, ParameterFactory& params,
                    std::int64_t layer_index, int ep_rank, int ep_size)
     : Module(name, config), router_(name + ".router", config, params, layer_index) {
   const ModelConfig& c = *config;

@@ -97,7 +97,7 @@ struct RoutedTokens {
 // MLP split over TP, without biases (Megatron's grouped experts).
 class MoELayer : public Module {
  public:
-  MoELayer(std::string name, const ModelConfig* config, ParameterFactory& params,
+  MoELayer(const std::string& name, const ModelConfig* config, ParameterFactory& params,
            std::int64_t layer_index, int ep_rank, int ep_size);
   // x [s_local, b, h] -> (output [s_local, b, h], undefined bias). The aux
   // loss rides on the output (attach_aux_loss).

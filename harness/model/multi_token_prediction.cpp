@@ -9,7 +9,8 @@
 
 namespace parity {
 
-MultiTokenPredictionLayer::MultiTokenPredictionLayer(std::string name, const ModelConfig* config,
+MultiTokenPredictionLayer::MultiTokenPredictionLayer(const std::string& name,
+                                                     const ModelConfig* config,
                                                      ParameterFactory& params,
                                                      const ParallelContext& parallel,
                                                      std::int64_t layer_number)

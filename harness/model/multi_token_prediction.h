@@ -43,8 +43,9 @@ class MultiTokenPredictionLayer : public Module {
  public:
   // `layer_number`: its transformer layer's global number, after the decoder's
   // (pipeline_layout.h's mtp_transformer_layer_number).
-  MultiTokenPredictionLayer(std::string name, const ModelConfig* config, ParameterFactory& params,
-                            const ParallelContext& parallel, std::int64_t layer_number);
+  MultiTokenPredictionLayer(const std::string& name, const ModelConfig* config,
+                            ParameterFactory& params, const ParallelContext& parallel,
+                            std::int64_t layer_number);
   ~MultiTokenPredictionLayer() override;
   // Megatron's TransformerLayer.layer_number - 1 of the depth's layer: what its
   // per-layer statistics are filed under (Parameter::layer).

@@ -54,7 +54,8 @@ at::Tensor Optimizer::moment(std::size_t m, std::size_t index) const {
   return flat_.at(m).narrow(0, layout_->shard_offset(index), r.size());
 }
 
-void Optimizer::adam(at::Tensor& value, const at::Tensor& grad, at::Tensor m, at::Tensor v) const {
+void Optimizer::adam(at::Tensor& value, const at::Tensor& grad, const at::Tensor& m,
+                     const at::Tensor& v) const {
   // torch.optim.Adam (weight decay 0): the moments, then
   // p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
   const double t = double(steps_ + 1);

@@ -64,7 +64,8 @@ class Optimizer {
   std::vector<std::vector<at::Tensor>> per_parameter_;  // [moment][parameter]; experts too
   std::vector<at::Tensor> flat_;                        // [moment], distributed only
   // Adam on one piece; `m`, `v` the piece's moments.
-  void adam(at::Tensor& value, const at::Tensor& grad, at::Tensor m, at::Tensor v) const;
+  void adam(at::Tensor& value, const at::Tensor& grad, const at::Tensor& m,
+            const at::Tensor& v) const;
 };
 
 }  // namespace parity

@@ -99,7 +99,7 @@ struct Resolved {
     return config->first_stage_layers.has_value() || config->last_stage_layers.has_value();
   }
   const std::vector<LayoutLayer>& chunk(int vp_stage, int pp_rank) const {
-    return (*layout)[static_cast<std::size_t>((vpp_set() ? vp_stage : 0) * config->pp + pp_rank)];
+    return (*layout)[static_cast<std::size_t>(vpp_set() ? vp_stage : 0) * config->pp + pp_rank];
   }
   // Layers of `type` in the chunks before (pp_rank, vp_stage) in layer order
   // (PipelineParallelLayerLayout.get_layer_offset).
@@ -108,7 +108,7 @@ struct Resolved {
     int offset = 0;
     for (int v = 0; v <= vp; ++v)
       for (int p = 0; p < (v < vp ? config->pp : pp_rank); ++p)
-        offset += count_of((*layout)[static_cast<std::size_t>(v * config->pp + p)], type);
+        offset += count_of((*layout)[static_cast<std::size_t>(v) * config->pp + p], type);
     return offset;
   }
 };
@@ -231,12 +231,11 @@ void check_layout(const PipelineLayoutConfig& c, Resolved* r,
     return reject("decoder layers (t) must come before the MTP layers (m)");
   for (int p = 0; p < c.pp; ++p)
     for (int v = 0; v + 1 < vpp; ++v)
-      if (count_of(layout[static_cast<std::size_t>(v * c.pp + p)], LayoutLayer::mtp) > 0)
+      if (count_of(layout[static_cast<std::size_t>(v) * c.pp + p], LayoutLayer::mtp) > 0)
         return reject("MTP layers (m) must be in a stage's last model chunk (stage " + str(p) +
                       " has them in chunk " + str(v) + ")");
   for (int p = 0; p < c.pp; ++p) {
-    const int m =
-        count_of(layout[static_cast<std::size_t>((vpp - 1) * c.pp + p)], LayoutLayer::mtp);
+    const int m = count_of(layout[static_cast<std::size_t>(vpp - 1) * c.pp + p], LayoutLayer::mtp);
     if (m > 0 && m != c.mtp_layers)
       return reject("all MTP layers (m) must be in one model chunk (stage " + str(p) + " holds " +
                     str(m) + " of " + str(c.mtp_layers) + ")");

@@ -384,6 +384,7 @@ std::vector<ScheduleStep> pipeline_schedule(const PipelineScheduleConfig& config
 
 std::vector<std::vector<ScheduleStep>> pipeline_schedules(const PipelineScheduleConfig& config) {
   std::vector<std::vector<ScheduleStep>> out;
+  out.reserve(static_cast<std::size_t>(config.pp));
   for (int p = 0; p < config.pp; ++p) out.push_back(pipeline_schedule(config, p));
   return out;
 }

@@ -179,7 +179,8 @@ at::Tensor Norm::forward_over_heads(const ModelRuntime& rt, const at::Tensor& x)
 }
 
 // ---------------------------------------------------------------- attention
-SelfAttention::SelfAttention(std::string name, const ModelConfig* config, ParameterFactory& params)
+SelfAttention::SelfAttention(const std::string& name, const ModelConfig* config,
+                             ParameterFactory& params)
     : Module(name, config),
       linear_qkv_(name + ".linear_qkv", config, params, config->hidden, config->qkv_width(),
                   config->bias_linear, /*gather_output=*/false, config->init_std),
@@ -287,7 +288,7 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const ModelRuntime& rt,
 }
 
 // ---------------------------------------------------------------- mlp
-Mlp::Mlp(std::string name, const ModelConfig* config, ParameterFactory& params)
+Mlp::Mlp(const std::string& name, const ModelConfig* config, ParameterFactory& params)
     : Module(name, config),
       linear_fc1_(name + ".linear_fc1", config, params, config->hidden, config->fc1_width(),
                   config->bias_linear, /*gather_output=*/false, config->init_std,
@@ -314,7 +315,7 @@ std::pair<at::Tensor, at::Tensor> Mlp::forward(const ModelRuntime& rt, const at:
 }
 
 // ---------------------------------------------------------------- layer
-TransformerLayer::TransformerLayer(std::string name, const ModelConfig* config,
+TransformerLayer::TransformerLayer(const std::string& name, const ModelConfig* config,
                                    ParameterFactory& params, std::int64_t index,
                                    const ParallelContext& parallel)
     : Module(name, config),
@@ -421,7 +422,7 @@ at::Tensor TransformerLayer::forward(const ModelRuntime& rt, const at::Tensor& x
   const TransformerLayer* self = this;
   const ModelRuntime* run = &rt;
   // A stage group runs as a region when the scope captures its first stage.
-  auto group = [&](LayerStage stage, const char* suffix, RegionFn fn, const at::Tensor& in) {
+  auto group = [&](LayerStage stage, const char* suffix, const RegionFn& fn, const at::Tensor& in) {
     return scope.captures(stage, moe_layer) ? (*graphs)(canonical_name() + suffix, fn, {in})[0]
                                             : fn({in})[0];
   };

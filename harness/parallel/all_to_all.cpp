@@ -26,6 +26,7 @@ std::int64_t AllToAllCounts::sent(int source, int destination) const {
 
 std::vector<std::int64_t> AllToAllCounts::received_by(int destination) const {
   std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(size_));
   for (int s = 0; s < size_; ++s) out.push_back(sent(s, destination));
   return out;
 }

@@ -133,7 +133,7 @@ std::string Communicator::group_label() const {
   return std::string(to_string(axis_)) + " group " + ranks_to_string(global_ranks_);
 }
 
-void Communicator::enter(CollectiveCall call) {
+void Communicator::enter(const CollectiveCall& call) {
   if (status_) status_->enter_collective(call);
   if (!options_.check_collectives || size() == 1) return;
 

@@ -119,7 +119,7 @@ class Communicator {
  private:
   // Records the call as this rank's last collective and, when checking, compares
   // fingerprints across the group (throws CollectiveMismatch naming both ranks).
-  void enter(CollectiveCall call);
+  void enter(const CollectiveCall& call);
   void leave();
   // Throws std::invalid_argument naming the call when the arguments are bad
   // (undefined tensor, dim out of range, reduce_scatter size not divisible,

@@ -111,6 +111,7 @@ void Rendezvous::wait_for_every_rank(const std::string& key, int rank, int world
   try {
     store.set(arrived(rank), std::vector<std::uint8_t>{1});
     std::vector<std::string> keys;
+    keys.reserve(static_cast<std::size_t>(world_size));
     for (int r = 0; r < world_size; ++r) keys.push_back(arrived(r));
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (!store.check(keys)) {

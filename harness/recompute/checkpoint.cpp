@@ -120,7 +120,7 @@ struct CheckpointState : torch::CustomClassHolder {
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
-                               c10::intrusive_ptr<CheckpointState> state) {
+                               const c10::intrusive_ptr<CheckpointState>& state) {
     at::NoGradGuard no_grad;
     state->origin = capture_origin_context();
     state->latest_forward = latest_forward_microbatch();
@@ -291,7 +291,7 @@ using detail::WithoutOutputState;
 struct CheckpointWithoutOutputFunction
     : torch::autograd::Function<CheckpointWithoutOutputFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
-                            c10::intrusive_ptr<WithoutOutputState> state) {
+                            const c10::intrusive_ptr<WithoutOutputState>& state) {
     at::NoGradGuard no_grad;
     state->origin = capture_origin_context();
     state->latest_forward = latest_forward_microbatch();

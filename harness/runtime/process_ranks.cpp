@@ -180,6 +180,7 @@ LaunchResult launch_processes(const LaunchSpec& spec_in, const std::string& prog
     std::vector<std::string> args = {exe,     "__rank-worker", "--rank",    std::to_string(r),
                                      "--dir", dir.path(),      "--program", program_name};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     const pid_t pid = ::fork();

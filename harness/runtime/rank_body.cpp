@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 
+#include <cmath>
 #include <mutex>
 #include <optional>
 
@@ -20,7 +21,7 @@
 namespace parity {
 
 std::chrono::milliseconds timeout_ms(const LaunchSpec& spec) {
-  return std::chrono::milliseconds(static_cast<long long>(spec.timeout_seconds * 1000.0 + 0.5));
+  return std::chrono::milliseconds(std::llround(spec.timeout_seconds * 1000.0));
 }
 
 void single_intra_op_thread() {

@@ -81,6 +81,7 @@ void check_axis(RankContext& ctx, Axis axis, Checker& c) {
     return at::arange(6, at::kDouble).reshape({2, 3}) + static_cast<double>(r) * 100.0;
   };
   std::vector<at::Tensor> blocks;
+  blocks.reserve(members.size());
   for (int m : members) blocks.push_back(block(m));
   c.expect_equal(g.all_gather(block(ctx.rank), 0), at::cat(blocks, 0), "all_gather on " + name);
   // ... and along dim 1.
@@ -91,8 +92,8 @@ void check_axis(RankContext& ctx, Axis axis, Checker& c) {
   const at::Tensor ramp = at::arange(2 * n, at::kFloat);
   int member_sum = 0;
   for (int m : members) member_sum += m;
-  const at::Tensor want_rs =
-      (ramp * static_cast<float>(n) + static_cast<float>(member_sum)).narrow(0, 2 * me, 2);
+  const at::Tensor want_rs = (ramp * static_cast<float>(n) + static_cast<float>(member_sum))
+                                 .narrow(0, 2 * static_cast<std::int64_t>(me), 2);
   c.expect_equal(g.reduce_scatter(ramp + static_cast<float>(ctx.rank), 0, ReduceOp::sum), want_rs,
                  "reduce_scatter(sum) on " + name);
 

@@ -192,6 +192,7 @@ void supervise(RankSet& ranks, std::vector<Slot>& slots, double timeout,
   bool gave_up = false;
   bool watching = static_cast<bool>(watcher);
   std::vector<RankStatus> statuses;
+  statuses.reserve(slots.size());
   for (const Slot& s : slots) statuses.emplace_back(s.record);
   while (true) {
     ranks.collect(slots, kPoll);

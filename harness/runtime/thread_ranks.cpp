@@ -119,6 +119,7 @@ LaunchResult launch_threads(const LaunchSpec& spec, const RankProgram& program,
   std::shared_ptr<Rendezvous> rdv = Rendezvous::in_process(timeout_ms(spec));
   run->rendezvous = [rdv] { return rdv; };
   std::vector<int> ranks;
+  ranks.reserve(static_cast<std::size_t>(spec.world_size()));
   for (int r = 0; r < spec.world_size(); ++r) ranks.push_back(r);
   const std::vector<Slot> slots = run_rank_threads(run, ranks, start);
   LaunchResult result = finish(slots, spec, run->topology, start);

@@ -27,7 +27,7 @@ class Progress {
   int total_, finished_ = 0, failures_ = 0;  // under line_'s lock
   StatusLine line_;                          // last: it reads the counts until it is gone
 
-  std::string counts(double elapsed) const;  // "[3/64] 1 failed, elapsed 0:12, ETA 4:05"
+  std::string counts(double t) const;  // "[3/64] 1 failed, elapsed 0:12, ETA 4:05"
 };
 
 }  // namespace parity::sweep

@@ -186,6 +186,7 @@ std::vector<std::string> grid_axes(const nlohmann::json& summary,
 std::string render_grid(const nlohmann::json& summary, const std::vector<GridCase>& cases) {
   const std::vector<std::string> axes = grid_axes(summary, cases);
   std::vector<GridItem> items;
+  items.reserve(cases.size());
   for (const GridCase& c : cases)
     items.push_back({c.assignment, c.id, c.outcome,
                      "case " + std::to_string(c.index) + ": " + c.id + ": " + c.outcome, c.link});

@@ -54,7 +54,7 @@ figure.metric-plot{width:min-content}figure{margin:1em 0}figcaption{font-size:.9
 
 // The outcome as a CSS class suffix.
 std::string outcome_of(const nlohmann::json& c) {
-  const std::string o = string_at(c, "outcome", "unknown");
+  std::string o = string_at(c, "outcome", "unknown");
   if (o == "passed" || o == "property_failed" || o == "rank_failure" || o == "bad_report") return o;
   return "unknown";
 }

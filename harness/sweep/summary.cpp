@@ -81,6 +81,7 @@ ojson summary_json(const Matrix& matrix, const std::vector<ojson>& cases, double
   s["excluded"] = matrix.excluded;
   s["seconds"] = seconds;
   std::vector<const ojson*> by_time;
+  by_time.reserve(cases.size());
   for (const ojson& c : cases) by_time.push_back(&c);
   std::stable_sort(by_time.begin(), by_time.end(), [](const ojson* a, const ojson* b) {
     return a->value("seconds", 0.0) > b->value("seconds", 0.0);

@@ -251,7 +251,7 @@ void TraceRecorder::record(const ObservationOwner& owner, std::string_view name,
     begin = reinterpret_cast<std::uintptr_t>(static_cast<const void*>(tensor.storage().data()));
     end = begin + tensor.storage().nbytes();
   }
-  const std::string owner_name = owner.canonical_name();
+  const std::string& owner_name = owner.canonical_name();
   std::lock_guard<std::mutex> lock(mutex_);
   r.thread = thread_index_locked(std::this_thread::get_id());
   if (last_accumulator_.size() <= static_cast<std::size_t>(r.thread))
