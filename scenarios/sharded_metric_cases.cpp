@@ -11,10 +11,10 @@
 
 #include "harness/config/launch_mapping.h"
 #include "harness/metrics/collector.h"
-#include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
-#include "harness/metrics/logical_metrics.h"
-#include "harness/metrics/sampled_median.h"
+#include "harness/metrics/statistics/dimwise_metrics.h"
+#include "harness/metrics/statistics/logical_metrics.h"
+#include "harness/metrics/statistics/sampled_median.h"
 
 namespace parity::scenarios {
 

@@ -1,6 +1,6 @@
 #pragma once
 // Per-row and per-column sums of squares of a contiguous [rows, cols] view (the
-// staged dimwise metrics' prepare: harness/metrics/dimwise_metrics.cpp sums
+// staged dimwise metrics' prepare: harness/metrics/statistics/dimwise_metrics.cpp sums
 // x.to(acc)^2 over the last dim, or over all leading dims for columns), in the
 // accumulation type (fp32 for fp32/bf16, fp64 for fp64), deterministic:
 //  - rows: one block per row (grid-stride over rows); thread t takes columns t,

@@ -1,7 +1,7 @@
 #pragma once
 // The one-read statistics of an observation (metric prepare) and their fold,
 // shared by the kernel and its host twin. Semantics follow the reference
-// metrics (harness/metrics/logical_metrics.cpp): values widen to the
+// metrics (harness/metrics/statistics/logical_metrics.cpp): values widen to the
 // accumulation type (fp64 for fp64, fp32 otherwise) before any arithmetic; a
 // NaN anywhere makes sum, sum of squares, min, max and abs-max NaN (ATen's
 // max/min propagate NaN); +Inf and -Inf both present make the sums NaN; an empty

@@ -5,7 +5,7 @@
 //
 // This is the one home of the layout. The model builds the tensor
 // (harness/model/router_diagnostics.h) and the router metrics read it
-// (harness/metrics/router_metrics.h); metrics never include the model, so the
+// (harness/metrics/statistics/router_metrics.h); metrics never include the model, so the
 // layout sits on the observation floor below both, beside the source kind it
 // describes.
 #include <cstdint>

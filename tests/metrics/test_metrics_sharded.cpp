@@ -17,9 +17,9 @@
 
 #include "harness/faults/code_path_faults.h"
 #include "harness/metrics/collector.h"
-#include "harness/metrics/dimwise_metrics.h"
 #include "harness/metrics/executor.h"
-#include "harness/metrics/logical_metrics.h"
+#include "harness/metrics/statistics/dimwise_metrics.h"
+#include "harness/metrics/statistics/logical_metrics.h"
 #include "tests/support/rank_threads.h"
 
 PARITY_USES_FAULT(cp_population_dropped);

@@ -15,7 +15,7 @@
 #include "harness/metrics/collector.h"
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
-#include "harness/metrics/router_metrics.h"
+#include "harness/metrics/statistics/router_metrics.h"
 #include "harness/model/router_diagnostics.h"
 #include "harness/observation/router_diagnostic_channels.h"
 #include "tests/support/named_owner.h"

@@ -1,4 +1,4 @@
-// The sampled median (harness/metrics/sampled_median.h): the sample rule
+// The sampled median (harness/metrics/statistics/sampled_median.h): the sample rule
 // (distinct positions, stride coprime with n, deterministic), hand-computed
 // medians on one rank (odd and even counts, several sites, an empty
 // population), rejected placements, and over 8 thread ranks (tp2 x cp2 x dp2,
@@ -22,7 +22,7 @@
 #include "harness/metrics/executor.h"
 #include "harness/metrics/metric_names.h"
 #include "harness/metrics/sample_rule.h"
-#include "harness/metrics/sampled_median.h"
+#include "harness/metrics/statistics/sampled_median.h"
 #include "harness/parallel/communicator.h"
 #include "harness/parallel/process_groups.h"
 #include "tests/support/rank_threads.h"

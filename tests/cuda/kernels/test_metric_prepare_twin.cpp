@@ -1,6 +1,6 @@
 // The metric-prepare and dimwise-sums host twins (cuda/kernels/) against the
 // reference statistics computed with ATen as the reference metrics do
-// (harness/metrics/logical_metrics.cpp, dimwise_metrics.cpp), on random
+// (harness/metrics/statistics/logical_metrics.cpp, dimwise_metrics.cpp), on random
 // tensors of uneven sizes with NaN/Inf, empty, in fp32, bf16 and fp64.
 //
 // Tolerances: counts, min, max and abs-max are exact (no rounding involved).

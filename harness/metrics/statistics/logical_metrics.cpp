@@ -1,4 +1,4 @@
-#include "harness/metrics/logical_metrics.h"
+#include "harness/metrics/statistics/logical_metrics.h"
 
 #include <stdexcept>
 

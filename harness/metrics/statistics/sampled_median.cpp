@@ -1,4 +1,4 @@
-#include "harness/metrics/sampled_median.h"
+#include "harness/metrics/statistics/sampled_median.h"
 
 #include <limits>
 #include <stdexcept>

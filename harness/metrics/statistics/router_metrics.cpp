@@ -1,4 +1,4 @@
-#include "harness/metrics/router_metrics.h"
+#include "harness/metrics/statistics/router_metrics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "harness/metrics/dimwise_metrics.h"
+#include "harness/metrics/statistics/dimwise_metrics.h"
 
 #include <cmath>
 #include <stdexcept>
