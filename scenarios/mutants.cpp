@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <unordered_map>
 
@@ -110,9 +111,13 @@ Verdict judge_scenario(RunConfig& scenario, const std::string& fault) {
   if (outcome.verdict == checks::CheckVerdict::rank_failure) {
     v.rank_failure = true;
     // A fault of collective symmetry is also caught when the ranks it leaves
-    // waiting are reported by the hang detector (exit 3, never a hang).
-    if (info(*parse_code_path_fault(fault)).caught_by == "collective_symmetry" &&
-        outcome.failure.find("timed out") != std::string::npos) {
+    // waiting are reported by the hang detector or time out in the collective
+    // (exit 3, never a hang): told by the failure's typed cause, not its text.
+    const std::optional<RankFailure>& culprit =
+        outcome.cause ? outcome.cause->culprit : std::optional<RankFailure>{};
+    const bool waited_out = culprit && (culprit->kind == RankFailureKind::hung ||
+                                        culprit->thrown == ThrownError::collective_timeout);
+    if (info(*parse_code_path_fault(fault)).caught_by == "collective_symmetry" && waited_out) {
       v.by = {"hang detector"};
       v.reason = "hang detector: " + outcome.failure;
     }
@@ -151,7 +156,7 @@ Verdict judge_sharded_case(ShardedMetricCase& c, const std::string& fault) {
   }
   // The cases run with check_collectives on: the communicators compare every
   // call's fingerprint across the group, collective_symmetry live.
-  if (o.rank_failure.find("collective mismatch") != std::string::npos) {
+  if (o.collective_mismatch) {
     v.by.push_back("collective_symmetry");
     if (v.reason.empty()) v.reason = "collective_symmetry: " + o.rank_failure;
   }

@@ -325,6 +325,8 @@ ShardedMetricOutcome check_sharded_metric_case(const ShardedMetricCase& c) {
   }
   if (!result.ok()) {
     out.rank_failure = result.failure->text();
+    for (const RankFailure& r : result.failure->ranks)
+      if (r.thrown == ThrownError::collective_mismatch) out.collective_mismatch = true;
     return out;
   }
   const std::map<std::string, double> want = expected(c);

@@ -63,7 +63,9 @@ rc::Gen<ShardedMetricCase> gen_sharded_metric_case();
 rc::Gen<ShardedMetricCase> gen_sharded_metric_case(Axis axis, AxisHolding holding);
 
 struct ShardedMetricOutcome {
-  std::string rank_failure;             // non-empty: the launch failed (rank, coordinates, ...)
+  std::string rank_failure;  // non-empty: the launch failed (rank, coordinates, ...)
+  // A rank threw CollectiveMismatch (its group's calls differed: collective_symmetry live).
+  bool collective_mismatch = false;
   std::vector<std::string> mismatches;  // "rank 1: mean@global = 0.3, the full tensor gives 0.2"
   int compared = 0;
   bool passed() const { return rank_failure.empty() && mismatches.empty(); }
