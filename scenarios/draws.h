@@ -9,8 +9,6 @@
 
 #include <rapidcheck.h>
 
-#include "harness/config/run_config.h"
-
 namespace parity::scenarios {
 
 // A uniform index in [0, n) that shrinks toward 0 (rapidcheck's
@@ -40,9 +38,5 @@ T one_of(const std::vector<T>& choices) {
 inline bool sometimes(std::size_t in_how_many) {
   return weighted<bool>({{in_how_many - 1, false}, {1, true}});
 }
-
-// Pieces generators.cpp defines that the pipeline generator draws too.
-void pick_moe_logging(RunConfig& c);
-void pick_optimizer(RunConfig& c);
 
 }  // namespace parity::scenarios

@@ -41,6 +41,10 @@ void pick_recompute(RunConfig& c);   // every kind; full recompute never with pe
 void pick_metrics(RunConfig& c);     // a non-empty subset, weighted to residual and logit metrics
 void pick_launch(RunConfig& c);      // threads; processes rarely, world <= 2 only
 void pick_evaluation(RunConfig& c);  // eval-every 0 or 1 (drawn last)
+// MoE z-loss and per-layer logging (MoE scenarios only); drawn last.
+void pick_moe_logging(RunConfig& c);
+// The optimizer's norm metrics and the distributed optimizer (dp > 1); drawn last.
+void pick_optimizer(RunConfig& c);
 
 // Pipeline stages on a scenario drawn by the pieces above: pp 2 (4 where the
 // world allows), sometimes vpp 2 (microbatches a multiple of pp), an uneven

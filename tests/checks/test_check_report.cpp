@@ -21,6 +21,12 @@ namespace {
 
 using testing::folder_entries;
 using testing::run_parity;
+using testing::split_words;
+
+// The small dense model of the command-line checks below (each adds its layers,
+// batches, metrics and graphs).
+const std::string kSmallModel =
+    " --cp 1 --dp 1 --sp=false --hidden 16 --heads 2 --ffn-hidden 32 --seq 8 --vocab 8";
 
 TEST(CheckCommand, DefaultScenarioIsTheEmbeddedOne) {
   std::ostringstream out;
@@ -257,40 +263,11 @@ TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
   EXPECT_EQ(plan.find(variant::single_rank)->config.dropout, 0.1);
 
   // End to end: tp 2 with dropout passes, sharded_reduction on (e) vs (b).
-  const std::vector<std::string> flags = {"check",
-                                          "--tp",
-                                          "2",
-                                          "--cp",
-                                          "1",
-                                          "--dp",
-                                          "1",
-                                          "--sp=false",
-                                          "--hidden",
-                                          "16",
-                                          "--heads",
-                                          "2",
-                                          "--ffn-hidden",
-                                          "32",
-                                          "--seq",
-                                          "8",
-                                          "--vocab",
-                                          "8",
-                                          "--layers",
-                                          "2",
-                                          "--micro-batch",
-                                          "1",
-                                          "--microbatches",
-                                          "2",
-                                          "--steps",
-                                          "1",
-                                          "--metrics",
-                                          "layer-residual-contribution-rms",
-                                          "--dropout",
-                                          "0.1",
-                                          "--recompute",
-                                          "none",
-                                          "--graphs",
-                                          "none"};
+  const std::vector<std::string> flags =
+      split_words("check --tp 2" + kSmallModel +
+                  " --layers 2 --micro-batch 1 --microbatches 2 --steps 1"
+                  " --metrics layer-residual-contribution-rms --dropout 0.1 --recompute none"
+                  " --graphs none");
   std::string out, err;
   EXPECT_EQ(run_parity(flags, &out, &err), kExitOk) << out << err;
   EXPECT_NE(out.find("sharded_reduction     PASS   (e) vs (b)"), std::string::npos) << out;
@@ -300,36 +277,10 @@ TEST(CheckPlan, DropoutOnManyRanksComparesShardingWithoutDropout) {
 // under full-iteration graphs (a) collects no metrics, so (b) is the first.
 TEST(CheckCommand, AliasingPreparedStateIsGraphReplaysFailInAnyRun) {
   std::string out, err;
-  const std::vector<std::string> base = {"check",
-                                         "--tp",
-                                         "1",
-                                         "--cp",
-                                         "1",
-                                         "--dp",
-                                         "1",
-                                         "--sp=false",
-                                         "--hidden",
-                                         "16",
-                                         "--heads",
-                                         "2",
-                                         "--ffn-hidden",
-                                         "32",
-                                         "--seq",
-                                         "8",
-                                         "--vocab",
-                                         "8",
-                                         "--layers",
-                                         "1",
-                                         "--micro-batch",
-                                         "1",
-                                         "--microbatches",
-                                         "1",
-                                         "--recompute",
-                                         "none",
-                                         "--metrics",
-                                         "layer-residual-accumulator-max",
-                                         "--inject",
-                                         "prepare-aliases-buffer"};
+  const std::vector<std::string> base =
+      split_words("check --tp 1" + kSmallModel +
+                  " --layers 1 --micro-batch 1 --microbatches 1 --recompute none"
+                  " --metrics layer-residual-accumulator-max --inject prepare-aliases-buffer");
   std::vector<std::string> eager = base;
   for (const char* a : {"--graphs", "none", "--steps", "1"}) eager.push_back(a);
   EXPECT_EQ(run_parity(eager, &out, &err), kExitPropertyFailed) << out << err;
@@ -412,36 +363,10 @@ TEST(CheckCommand, TheProgressLineSaysWhenThePropertiesAreEvaluated) {
 // parity check says how to make it compare.
 TEST(CheckCommand, FullIterationWithoutAReplayStepIsSkipWithAHint) {
   std::string out, err;
-  const std::vector<std::string> flags = {"check",
-                                          "--tp",
-                                          "2",
-                                          "--cp",
-                                          "1",
-                                          "--dp",
-                                          "1",
-                                          "--sp=false",
-                                          "--hidden",
-                                          "16",
-                                          "--heads",
-                                          "2",
-                                          "--ffn-hidden",
-                                          "32",
-                                          "--seq",
-                                          "8",
-                                          "--vocab",
-                                          "8",
-                                          "--layers",
-                                          "1",
-                                          "--micro-batch",
-                                          "1",
-                                          "--microbatches",
-                                          "1",
-                                          "--recompute",
-                                          "none",
-                                          "--graphs",
-                                          "full-iteration",
-                                          "--metrics",
-                                          "layer-residual-contribution-l2"};
+  const std::vector<std::string> flags =
+      split_words("check --tp 2" + kSmallModel +
+                  " --layers 1 --micro-batch 1 --microbatches 1 --recompute none"
+                  " --graphs full-iteration --metrics layer-residual-contribution-l2");
   EXPECT_EQ(run_parity(flags, &out, &err), kExitOk) << out << err;
   EXPECT_NE(out.find("recompute none, graphs full-iteration (warmup 1)"), std::string::npos) << out;
   EXPECT_NE(out.find("graph_replay          SKIP"), std::string::npos) << out;

@@ -34,6 +34,15 @@ inline cli::ParsedCommand parse_parity(std::vector<std::string> args) {
   return cli::parse_command_line(static_cast<int>(argv.size()), argv.data(), out);
 }
 
+// "check --tp 2 --seq 8" -> {"check", "--tp", "2", "--seq", "8"}: a command line
+// written as one string (no quoting: no argument holds a space).
+inline std::vector<std::string> split_words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
 // As above, with stdout then stderr in one string (for a failure message).
 inline int run_parity(std::vector<std::string> args, std::string* output) {
   std::string out, err;
